@@ -1,0 +1,1 @@
+"""helios_collectives."""

@@ -1,0 +1,36 @@
+"""Launcher detection and rank queries for PyTorch distributed programs.
+
+``helios_env`` has no dependencies and never imports torch. It reads the live default
+process group when torch already created one, else the launcher's variables (torchrun,
+hand-set ``RANK``/``WORLD_SIZE``, Open MPI, SLURM), else assumes a single process.
+"""
+
+from helios_env._errors import LauncherEnvError
+from helios_env._info import DistributedInfo
+from helios_env._launcher import Launcher, detect_launcher, is_using_torchrun
+from helios_env._resolve import (
+    EnvironmentReport,
+    get_dist_info,
+    get_global_rank,
+    get_local_rank,
+    get_local_world_size,
+    get_world_size,
+    inspect_environment,
+)
+
+__all__ = [
+    "DistributedInfo",
+    "EnvironmentReport",
+    "Launcher",
+    "LauncherEnvError",
+    "detect_launcher",
+    "get_dist_info",
+    "get_global_rank",
+    "get_local_rank",
+    "get_local_world_size",
+    "get_world_size",
+    "inspect_environment",
+    "is_using_torchrun",
+]
+
+__version__ = "0.1.0"

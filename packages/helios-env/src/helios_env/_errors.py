@@ -1,0 +1,19 @@
+"""Errors raised for malformed launcher variables."""
+
+from __future__ import annotations
+
+__all__ = ["LauncherEnvError"]
+
+
+class LauncherEnvError(ValueError):
+    """A launcher variable is malformed or inconsistent with another one.
+
+    Attributes:
+        variable: The name of the offending environment variable.
+        value: Its raw value, or ``None`` when the problem is that it is missing.
+    """
+
+    def __init__(self, variable: str, value: str | None, message: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+        self.value = value

@@ -1,0 +1,254 @@
+"""Run real worker processes with a parent-side time limit; never imports torch.
+
+Each worker runs in a new session, so a worker that hangs is killed together with
+every process it started. Workers report results by printing lines that begin with
+``RESULT `` followed by JSON; :func:`results` collects them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LAUNCHER_VARIABLES",
+    "Finished",
+    "base_env",
+    "free_port",
+    "results",
+    "run_hand_started",
+    "run_processes",
+    "run_torchrun",
+    "run_two_nodes",
+    "torchrun_command",
+]
+
+DEFAULT_LIMIT = 90.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULT_PREFIX = "RESULT "
+
+LAUNCHER_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "SLURM_PROCID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One finished process: its command, exit status and output."""
+
+    args: Sequence[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe(self) -> str:
+        return (
+            f"$ {' '.join(self.args)}\nexit status {self.returncode}\n"
+            f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}"
+        )
+
+
+def free_port() -> int:
+    """Ask the kernel for a free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without any launcher variable, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env["PYTHONUNBUFFERED"] = "1"
+    # Worker scripts import tests.support.worker.
+    paths = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.setdefault("HELIOS_TEST_PG_TIMEOUT", "10")
+    # Gloo picks its interface from the hostname; pin it to loopback.
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    env["TORCH_CPP_LOG_LEVEL"] = env.get("TORCH_CPP_LOG_LEVEL", "ERROR")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _kill_session(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_processes(
+    commands: Sequence[tuple[Sequence[str], Mapping[str, str]]],
+    *,
+    limit: float = DEFAULT_LIMIT,
+    cwd: str | Path | None = None,
+) -> list[Finished]:
+    """Start every command at once and wait for all, killing all of them at ``limit``.
+
+    Raises:
+        TimeoutError: Some process was still running after ``limit`` seconds; the
+            message holds every process's output so far.
+    """
+    procs = [
+        subprocess.Popen(
+            list(args),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        for args, env in commands
+    ]
+    deadline = time.monotonic() + limit
+    outputs: list[tuple[str, str]] = []
+    timed_out = False
+    for proc in procs:
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            out, err = proc.communicate(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            for other in procs:
+                _kill_session(other)
+            out, err = proc.communicate()
+        outputs.append((out, err))
+    # Reap anything the workers left behind in their sessions.
+    for proc in procs:
+        _kill_session(proc)
+    finished = [
+        Finished(list(args), proc.returncode, out, err)
+        for (args, _), proc, (out, err) in zip(commands, procs, outputs)
+    ]
+    if timed_out:
+        detail = "\n".join(f.describe() for f in finished)
+        message = f"processes still running after the {limit:.0f} s limit were killed:\n{detail}"
+        raise TimeoutError(message)
+    return finished
+
+
+def run_hand_started(
+    script: str | Path,
+    world_size: int,
+    *,
+    args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    per_rank_env: Mapping[int, Mapping[str, str]] | None = None,
+    limit: float = DEFAULT_LIMIT,
+) -> list[Finished]:
+    """Start ``world_size`` Python processes with hand-set RANK/WORLD_SIZE/MASTER_*."""
+    port = str(free_port())
+    commands = []
+    for rank in range(world_size):
+        env = base_env(extra_env)
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE=str(world_size),
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(world_size),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+        )
+        if per_rank_env and rank in per_rank_env:
+            env.update(per_rank_env[rank])
+        commands.append(([sys.executable, str(script), *args], env))
+    return run_processes(commands, limit=limit)
+
+
+def torchrun_command(*options: str) -> list[str]:
+    """The command line of the real ``torchrun`` for this interpreter."""
+    exe = Path(sys.executable).with_name("torchrun")
+    if exe.exists():
+        return [str(exe), *options]
+    return [sys.executable, "-m", "torch.distributed.run", *options]
+
+
+def run_torchrun(
+    script_and_args: Sequence[str],
+    *,
+    nproc: int,
+    options: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    limit: float = DEFAULT_LIMIT,
+) -> Finished:
+    """Run ``torchrun --standalone --nproc-per-node N`` on a script (or ``-m module``)."""
+    command = torchrun_command(
+        "--standalone", f"--nproc-per-node={nproc}", *options, *script_and_args
+    )
+    return run_processes([(command, base_env(extra_env))], limit=limit)[0]
+
+
+def run_two_nodes(
+    script_and_args: Sequence[str],
+    *,
+    nproc_per_node: int = 2,
+    options: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    limit: float = DEFAULT_LIMIT,
+) -> list[Finished]:
+    """Run two torchrun agents that meet through a c10d rendezvous on a free loopback port.
+
+    The two agents stand for two nodes: together they run ``2 * nproc_per_node``
+    workers with node-local ranks.
+    """
+    port = free_port()
+    run_id = f"helios-test-{uuid.uuid4().hex[:12]}"
+    commands = []
+    for _node in range(2):
+        command = torchrun_command(
+            "--nnodes=2",
+            f"--nproc-per-node={nproc_per_node}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            f"--rdzv-id={run_id}",
+            "--rdzv-conf=timeout=60,read_timeout=60",
+            "--local-addr=127.0.0.1",
+            *options,
+            *script_and_args,
+        )
+        commands.append((command, base_env(extra_env)))
+    return run_processes(commands, limit=limit)
+
+
+def results(finished: Finished | Iterable[Finished]) -> list[dict[str, Any]]:
+    """Collect the ``RESULT {json}`` lines that workers printed, in output order."""
+    items = [finished] if isinstance(finished, Finished) else list(finished)
+    found: list[dict[str, Any]] = []
+    for item in items:
+        for line in item.stdout.splitlines():
+            if line.startswith(RESULT_PREFIX):
+                found.append(json.loads(line[len(RESULT_PREFIX) :]))
+    return found
