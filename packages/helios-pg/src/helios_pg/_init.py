@@ -1,0 +1,227 @@
+"""Create and destroy the default process group, binding the rank-local device."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import HashStore
+
+from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
+from helios_pg._backend import check_backend, default_backend
+from helios_pg._device import resolve_device
+from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
+
+__all__ = ["init", "process_group", "shutdown"]
+
+_PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
+
+
+def _require_distributed() -> None:
+    if not dist.is_available():
+        message = (
+            f"torch.distributed is not available in this torch build ({torch.__version__}); "
+            "install a torch wheel built with distributed support"
+        )
+        raise ProcessGroupInitError(message)
+
+
+def _needs_rendezvous_from_env(init_method: str | None, store: Any | None) -> bool:
+    return init_method is None and store is None
+
+
+def _explain_failure(exc: BaseException, backend: str, world_size: int, rank: int) -> str:
+    text = str(exc)
+    port = os.environ.get("MASTER_PORT")
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{port}" if port else "the rendezvous"
+    if _PORT_IN_USE.search(text):
+        return (
+            f"could not create the process group: MASTER_PORT={port} is already in use on "
+            f"this host, so rank 0 cannot serve the rendezvous store at {where}; pick a free "
+            f"port (MASTER_PORT=..., torchrun --master-port ...) and retry. torch said: {text}"
+        )
+    return (
+        f"could not create the {backend} process group (rank={rank}, world_size={world_size}, "
+        f"rendezvous {where}): {text}"
+    )
+
+
+def init(
+    *,
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: timedelta | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    store: Any | None = None,
+    pg_options: Any | None = None,
+    device_id: torch.device | int | None = None,
+) -> None:
+    """Initialize the default process group and bind the rank-local CUDA device.
+
+    Launcher variables are validated first, through ``helios_env``, so a malformed
+    ``RANK`` or ``MASTER_PORT`` fails before any network activity. A direct
+    world-size-one program (no ``init_method``, no ``store``, world size one from the
+    arguments or the environment) uses a local ``HashStore``: no ``MASTER_ADDR``, no
+    port and no listening socket, while collectives and ``Work`` handles behave as
+    usual. If a process group is already initialized, it is kept and only the device
+    is applied.
+
+    Args:
+        backend: Process-group backend. Defaults to ``"nccl"`` when CUDA is
+            available and ``"gloo"`` otherwise.
+        init_method: Optional PyTorch rendezvous URL, forwarded unchanged.
+        timeout: Optional process-group operation timeout, forwarded unchanged.
+        world_size: Number of processes in the default group; -1 resolves
+            ``WORLD_SIZE`` from the environment.
+        rank: Global rank in the default group; -1 resolves ``RANK`` from the
+            environment.
+        store: Optional rendezvous key-value store, forwarded unchanged.
+        pg_options: Optional backend-specific process-group options, forwarded unchanged.
+        device_id: Rank-local device. When omitted with CUDA available,
+            ``cuda:LOCAL_RANK`` is selected. A CUDA device is required when CUDA is
+            available; only a CPU device is accepted otherwise.
+
+    Raises:
+        helios_env.LauncherEnvError: A launcher variable is malformed (a ``ValueError``).
+        DeviceBindingError: ``device_id`` is incompatible with CUDA availability, or
+            ``LOCAL_RANK`` names a GPU that is not visible (a ``ValueError``).
+        BackendUnavailableError: The backend cannot run here, such as nccl without
+            CUDA (a ``ValueError``).
+        RendezvousConfigError: Several processes are expected but nothing says where
+            they meet (a ``ValueError``).
+        ProcessGroupInitError: torch.distributed is unavailable, or PyTorch could not
+            create the group (a ``RuntimeError``; the cause is chained).
+    """
+    _require_distributed()
+    report = inspect_environment()
+    if report.process_group:
+        device = resolve_device(device_id, local_rank=report.info.local_rank, local_rank_known=True)
+        if device is not None:
+            torch.cuda.set_device(device)
+        return
+    env_info = report.info
+    launched = report.launcher is not Launcher.NONE
+    explicit_world = world_size != -1
+    effective_world = world_size if explicit_world else env_info.world_size
+    device = resolve_device(
+        device_id,
+        local_rank=env_info.local_rank,
+        local_rank_known=launched or "LOCAL_RANK" in os.environ or effective_world == 1,
+    )
+    chosen = check_backend(backend if backend is not None else default_backend())
+
+    kwargs: dict[str, Any] = {
+        "backend": chosen,
+        "init_method": init_method,
+        "timeout": timeout,
+        "world_size": world_size,
+        "rank": rank,
+        "store": store,
+    }
+    if effective_world == 1 and _needs_rendezvous_from_env(init_method, store):
+        if rank not in (-1, 0):
+            message = f"rank={rank} is out of range for a world size of one; pass rank=0"
+            raise RendezvousConfigError(message)
+        kwargs.update(store=HashStore(), world_size=1, rank=0)
+    elif _needs_rendezvous_from_env(init_method, store):
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+        if rank == -1 and report.launcher is Launcher.NONE:
+            missing.insert(0, "RANK")
+        if missing:
+            message = (
+                f"world_size={effective_world} needs a rendezvous, but {', '.join(missing)} "
+                "is not set; launch with torchrun, set the variables, or pass init_method "
+                "or store"
+            )
+            raise RendezvousConfigError(message)
+    if pg_options is not None:
+        kwargs["pg_options"] = pg_options
+    if device is not None:
+        torch.cuda.set_device(device)
+        if "nccl" in chosen.lower():
+            kwargs["device_id"] = device
+    try:
+        dist.init_process_group(**kwargs)
+    except (RuntimeError, ValueError) as exc:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        message = _explain_failure(exc, chosen, effective_world, rank)
+        raise ProcessGroupInitError(message) from exc
+
+
+def shutdown(group: dist.ProcessGroup | None = None) -> None:
+    """Destroy an initialized process group.
+
+    Args:
+        group: Process group to destroy. None selects the default process group;
+            this is a group object, not a rank.
+
+    An unavailable or uninitialized ``torch.distributed``, a call before ``init``,
+    and a group already destroyed are all no-ops, so calling this twice is safe.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        return
+    if group is None:
+        dist.destroy_process_group()
+        return
+    try:
+        dist.destroy_process_group(group)
+    except ValueError:
+        # torch reports a group it no longer knows as "Invalid process group specified".
+        return
+
+
+@contextmanager
+def process_group(
+    *,
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: timedelta | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    store: Any | None = None,
+    pg_options: Any | None = None,
+    device_id: torch.device | int | None = None,
+) -> Iterator[DistributedInfo]:
+    """Run a block inside an initialized default process group.
+
+    Calls :func:`init` with the same arguments, yields the resolved ranks and sizes,
+    and destroys the group on the way out, also when the block raises. A group that
+    already existed before entering is left alive.
+
+    Args:
+        backend: See :func:`init`.
+        init_method: See :func:`init`.
+        timeout: See :func:`init`.
+        world_size: See :func:`init`.
+        rank: See :func:`init`.
+        store: See :func:`init`.
+        pg_options: See :func:`init`.
+        device_id: See :func:`init`.
+
+    Yields:
+        The ``DistributedInfo`` of this process, read from the live group.
+    """
+    existed = dist.is_available() and dist.is_initialized()
+    init(
+        backend=backend,
+        init_method=init_method,
+        timeout=timeout,
+        world_size=world_size,
+        rank=rank,
+        store=store,
+        pg_options=pg_options,
+        device_id=device_id,
+    )
+    try:
+        yield get_dist_info()
+    finally:
+        if not existed:
+            shutdown()
