@@ -17,3 +17,8 @@ class LauncherEnvError(ValueError):
         super().__init__(message)
         self.variable = variable
         self.value = value
+
+    def __reduce__(self) -> tuple[type[LauncherEnvError], tuple[str, str | None, str]]:
+        # The default reduction would call cls(message) and fail: keep all three
+        # arguments so the error survives pickling (multiprocessing, concurrent.futures).
+        return type(self), (self.variable, self.value, str(self))

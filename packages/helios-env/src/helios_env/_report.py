@@ -13,7 +13,7 @@ from typing import TextIO
 from helios_env._errors import LauncherEnvError
 from helios_env._resolve import EnvironmentReport, inspect_environment
 
-__all__ = ["main", "report_as_dict", "format_report"]
+__all__ = ["format_report", "main", "report_as_dict"]
 
 EXIT_INVALID = 2
 

@@ -27,6 +27,7 @@ __all__ = [
 PROCESS_GROUP = "process group"
 DEFAULT = "default"
 ASSUMED_ONE_NODE = "assumed: one node"
+DERIVED = "derived"
 
 
 class _Names(NamedTuple):
@@ -44,7 +45,8 @@ _OPEN_MPI_NAMES = _Names(
     "OMPI_COMM_WORLD_LOCAL_SIZE",
 )
 _SLURM_NAMES = _Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None)
-_SLURM_TASKS_PER_NODE = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+# A node of a step runs at least one task: counts and repeats are positive.
+_SLURM_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +56,15 @@ class EnvironmentReport:
     Attributes:
         info: The resolved ranks and world sizes.
         launcher: The launcher whose variables were found.
-        sources: For each field of ``info``, the variable it was read from,
-            ``"process group"``, ``"default"`` or ``"assumed: one node"``.
+        sources: For each field of ``info`` and for ``node_rank`` and ``num_nodes``,
+            the variable it was read from, ``"process group"``, ``"default"``,
+            ``"assumed: one node"`` or ``"derived"`` (computed from the other values,
+            assuming every node runs as many processes).
         process_group: Whether a live default process group answered.
-        node_rank: The node's index, from ``GROUP_RANK`` or ``SLURM_NODEID`` when set,
-            else derived from the ranks.
-        num_nodes: The number of nodes, from ``GROUP_WORLD_SIZE`` or ``SLURM_NNODES``
-            when set, else derived from the sizes.
+        node_rank: The node's index, from ``GROUP_RANK`` (or ``SLURM_NODEID`` in a
+            SLURM step) when set, else derived from the ranks.
+        num_nodes: The number of nodes, from ``GROUP_WORLD_SIZE`` (or ``SLURM_NNODES``
+            in a SLURM step) when set, else derived from the sizes.
         master_addr: ``MASTER_ADDR``, when set.
         master_port: ``MASTER_PORT``, when set.
     """
@@ -126,8 +130,8 @@ def _slurm_local_world_size(env: Mapping[str, str]) -> tuple[int, str] | None:
         match = _SLURM_TASKS_PER_NODE.match(part.strip())
         if match is None:
             message = (
-                f"SLURM_STEP_TASKS_PER_NODE must look like '2(x3),1', got {raw!r}; "
-                "it is set by srun and should not be edited"
+                "SLURM_STEP_TASKS_PER_NODE must look like '2(x3),1', got "
+                f"SLURM_STEP_TASKS_PER_NODE={raw!r}; it is set by srun and should not be edited"
             )
             raise LauncherEnvError("SLURM_STEP_TASKS_PER_NODE", raw, message)
         counts.extend([int(match.group(1))] * int(match.group(2) or 1))
@@ -172,31 +176,32 @@ def _from_variables(
         raise LauncherEnvError(missing, None, message)
     _check_pair(env, names.rank, names.world_size, rank, world_size)
     sources = {"rank": names.rank, "world_size": names.world_size}
-    if local_world_size is None and names is _SLURM_NAMES:
+    if local_world_size is not None:
+        assert names.local_world_size is not None
+        sources["local_world_size"] = names.local_world_size
+    elif names is _SLURM_NAMES:
         found = _slurm_local_world_size(env)
         if found is not None:
             local_world_size, sources["local_world_size"] = found
-    elif local_world_size is not None:
-        assert names.local_world_size is not None
-        sources["local_world_size"] = names.local_world_size
-        if local_world_size > world_size:
-            message = (
-                f"{names.local_world_size} must not exceed {names.world_size}, got "
-                f"{names.local_world_size}={env[names.local_world_size]!r} and "
-                f"{names.world_size}={env[names.world_size]!r}; fix the launcher configuration"
-            )
-            raise LauncherEnvError(
-                names.local_world_size, env[names.local_world_size], message
-            )
+    if local_world_size is not None and local_world_size > world_size:
+        bound = sources["local_world_size"]
+        message = (
+            f"{bound} must not exceed {names.world_size}, got {bound}={env[bound]!r} and "
+            f"{names.world_size}={env[names.world_size]!r}; fix the launcher configuration"
+        )
+        raise LauncherEnvError(bound, env[bound], message)
     if local_world_size is None:
         local_world_size = world_size
         sources["local_world_size"] = ASSUMED_ONE_NODE
     if local_rank is None:
-        local_rank = rank
-        sources["local_rank"] = ASSUMED_ONE_NODE
-        if local_rank >= local_world_size:
-            local_world_size = world_size
-            sources["local_world_size"] = ASSUMED_ONE_NODE
+        if sources["local_world_size"] == ASSUMED_ONE_NODE:
+            local_rank = rank
+            sources["local_rank"] = ASSUMED_ONE_NODE
+        else:
+            # Every rank of the run must agree on the layout: with a known number of
+            # processes per node, the local rank follows from the global one.
+            local_rank = rank % local_world_size
+            sources["local_rank"] = DERIVED
     else:
         sources["local_rank"] = names.local_rank
         if local_rank >= local_world_size:
@@ -230,7 +235,10 @@ def _names_for(launcher: Launcher) -> _Names | None:
 def _master(env: Mapping[str, str]) -> tuple[str | None, int | None]:
     addr = env.get("MASTER_ADDR")
     if addr is not None and not addr.strip():
-        message = "MASTER_ADDR is set but empty; set it to the rank-0 host's address or unset it"
+        message = (
+            f"MASTER_ADDR must be the rank-0 host's name or address, got MASTER_ADDR={addr!r}; "
+            "set it or unset it"
+        )
         raise LauncherEnvError("MASTER_ADDR", addr, message)
     port = _read_int(env, "MASTER_PORT", minimum=1)
     if port is not None and port > 65535:
@@ -281,24 +289,20 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     env = os.environ if environ is None else environ
     info, sources, launcher, live = _resolve(env)
     addr, port = _master(env)
-    node_rank = info.node_rank
-    for name in ("GROUP_RANK", "SLURM_NODEID"):
-        value = _read_int(env, name, minimum=0)
-        if value is not None:
-            node_rank = value
-            sources["node_rank"] = name
-            break
+    # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
+    # srun started it: a plain or torchrun process in a batch script must not read them.
+    if launcher is Launcher.SLURM:
+        node_variable, nodes_variable = "SLURM_NODEID", "SLURM_NNODES"
     else:
-        sources["node_rank"] = "derived"
-    num_nodes = info.num_nodes
-    for name in ("GROUP_WORLD_SIZE", "SLURM_NNODES"):
-        value = _read_int(env, name, minimum=1)
-        if value is not None:
-            num_nodes = value
-            sources["num_nodes"] = name
-            break
-    else:
-        sources["num_nodes"] = "derived"
+        node_variable, nodes_variable = "GROUP_RANK", "GROUP_WORLD_SIZE"
+    node_rank = _read_int(env, node_variable, minimum=0)
+    sources["node_rank"] = DERIVED if node_rank is None else node_variable
+    if node_rank is None:
+        node_rank = info.node_rank
+    num_nodes = _read_int(env, nodes_variable, minimum=1)
+    sources["num_nodes"] = DERIVED if num_nodes is None else nodes_variable
+    if num_nodes is None:
+        num_nodes = info.num_nodes
     return EnvironmentReport(
         info=info,
         launcher=launcher,
