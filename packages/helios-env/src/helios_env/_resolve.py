@@ -119,6 +119,20 @@ def _live_group() -> tuple[int, int] | None:
         return None
 
 
+def _live_value(getter: str) -> int | None:
+    # The fast path of get_global_rank and get_world_size: one attribute lookup and two
+    # calls into torch when a group is live, no environment parsing.
+    dist: Any = sys.modules.get("torch.distributed")
+    if dist is None:
+        return None
+    try:
+        if not dist.is_initialized():
+            return None
+        return int(getattr(dist, getter)())
+    except (AttributeError, RuntimeError, ValueError):
+        return None
+
+
 def _slurm_local_world_size(env: Mapping[str, str]) -> tuple[int, str] | None:
     # SLURM_STEP_TASKS_PER_NODE looks like "2(x3),1": 2 tasks on each of 3 nodes, then 1.
     raw = env.get("SLURM_STEP_TASKS_PER_NODE")
@@ -352,13 +366,17 @@ def get_local_rank() -> int:
 def get_global_rank() -> int:
     """Get the global rank of this process; 0 outside a distributed run.
 
+    With a live process group the rank comes straight from the group, without reading
+    launcher variables, so this is cheap enough to call on every log line.
+
     Returns:
         ``get_dist_info().rank``.
 
     Raises:
-        LauncherEnvError: A launcher variable is malformed.
+        LauncherEnvError: No group is live and a launcher variable is malformed.
     """
-    return get_dist_info().rank
+    rank = _live_value("get_rank")
+    return get_dist_info().rank if rank is None else rank
 
 
 def get_local_world_size() -> int:
@@ -376,10 +394,14 @@ def get_local_world_size() -> int:
 def get_world_size() -> int:
     """Get the number of processes in the run; 1 outside a distributed run.
 
+    With a live process group the size comes straight from the group, without reading
+    launcher variables.
+
     Returns:
         ``get_dist_info().world_size``.
 
     Raises:
-        LauncherEnvError: A launcher variable is malformed.
+        LauncherEnvError: No group is live and a launcher variable is malformed.
     """
-    return get_dist_info().world_size
+    size = _live_value("get_world_size")
+    return get_dist_info().world_size if size is None else size
