@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,9 @@ __all__ = ["group_timeout", "report"]
 
 def report(**values: Any) -> None:
     """Print one ``RESULT {json}`` line that :func:`tests.support.procs.results` reads."""
-    print("RESULT " + json.dumps(values, sort_keys=True), flush=True)
+    # One write per line, so lines of processes that share a pipe never interleave.
+    sys.stdout.write("RESULT " + json.dumps(values, sort_keys=True) + "\n")
+    sys.stdout.flush()
 
 
 def group_timeout() -> timedelta:
