@@ -8,6 +8,7 @@ hand-set ``RANK``/``WORLD_SIZE``, Open MPI, SLURM), else assumes a single proces
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
 from helios_env._launcher import Launcher, detect_launcher, is_using_torchrun
+from helios_env._report import format_report, report_as_dict
 from helios_env._resolve import (
     EnvironmentReport,
     get_dist_info,
@@ -24,6 +25,7 @@ __all__ = [
     "Launcher",
     "LauncherEnvError",
     "detect_launcher",
+    "format_report",
     "get_dist_info",
     "get_global_rank",
     "get_local_rank",
@@ -31,6 +33,7 @@ __all__ = [
     "get_world_size",
     "inspect_environment",
     "is_using_torchrun",
+    "report_as_dict",
 ]
 
 __version__ = "0.1.0"
