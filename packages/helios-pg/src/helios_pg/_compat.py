@@ -32,8 +32,9 @@ def init_dist(
     rank variables). For processes started by hand, such as with ``mp.spawn``, pass
     both: world size one then needs no port at all (a local store), and larger worlds
     meet at ``MASTER_ADDR:MASTER_PORT``, which default to ``127.0.0.1:29500`` only
-    when unset; ``LOCAL_RANK`` defaults to ``rank`` (processes on one node) only when
-    unset. Nothing already set is overwritten.
+    when unset; ``RANK`` and ``WORLD_SIZE`` default to the arguments and
+    ``LOCAL_RANK`` to ``rank`` (processes on one node), each only when unset. Nothing
+    already set is overwritten.
 
     Args:
         backend: The backend to use. Defaults to ``"nccl"``.
@@ -61,6 +62,11 @@ def init_dist(
     if world_size > 1:
         os.environ.setdefault("MASTER_ADDR", DEFAULT_MASTER_ADDR)
         os.environ.setdefault("MASTER_PORT", DEFAULT_MASTER_PORT)
+        # A LOCAL_RANK without RANK and WORLD_SIZE is a malformed launcher environment
+        # (helios_env rejects it), so the process describes itself in full, as mp.spawn
+        # users are told to: whatever is already set is kept.
+        os.environ.setdefault("RANK", str(rank))
+        os.environ.setdefault("WORLD_SIZE", str(world_size))
         os.environ.setdefault("LOCAL_RANK", str(rank))
     init(backend=backend, rank=rank, world_size=world_size)
 

@@ -152,7 +152,8 @@ def init(
     except (RuntimeError, ValueError) as exc:
         if dist.is_initialized():
             dist.destroy_process_group()
-        message = _explain_failure(exc, chosen, effective_world, rank)
+        effective_rank = rank if rank != -1 else env_info.rank
+        message = _explain_failure(exc, chosen, effective_world, effective_rank)
         raise ProcessGroupInitError(message) from exc
 
 

@@ -1,0 +1,54 @@
+"""Fixtures for the helios-pg tests: a plain process that never keeps a process group."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+import torch.distributed as dist
+
+from tests.support.procs import LAUNCHER_VARIABLES, free_port
+
+# Variables a launcher may set besides those tests/support knows: the test run itself
+# may sit inside a SLURM allocation, an mpirun or a torchrun.
+LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "TORCHELASTIC_", "GROUP_", "ROLE_")
+
+
+@pytest.fixture(autouse=True)
+def plain_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run each test as a plain process, and fail it if it leaves a process group.
+
+    The environment is restored after the test, also what the code under test set
+    (``init_dist`` may set ``MASTER_ADDR``, say). A group left alive would change what
+    every later test sees, so it is destroyed before the failure is reported.
+    """
+    for name in list(os.environ):
+        if name in LAUNCHER_VARIABLES or name.startswith(LAUNCHER_PREFIXES):
+            monkeypatch.delenv(name)
+    # Gloo picks its interface from the host name; keep in-process groups on loopback.
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    assert not dist.is_initialized(), "a process group was left by an earlier test"
+    environ = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(environ)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+        pytest.fail("the test left the default process group initialized")
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A free loopback port on which nothing listens."""
+    return free_port()
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port that this test holds listening, so nobody else can bind it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])

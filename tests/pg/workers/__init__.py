@@ -1,0 +1,1 @@
+"""Worker scripts that the helios-pg tests start as real processes."""
