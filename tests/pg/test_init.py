@@ -62,11 +62,20 @@ def test_default_backend_is_gloo_without_cuda() -> None:
     assert helios_pg.default_backend() == "gloo"
 
 
-@NO_CUDA
-def test_init_chooses_gloo_without_cuda() -> None:
+def test_a_plain_process_runs_on_the_in_process_backend_by_default() -> None:
     init(timeout=TIMEOUT)
     try:
+        assert dist.get_backend() == helios_pg.LOCAL_BACKEND
+    finally:
+        shutdown()
+
+
+@NO_CUDA
+def test_an_explicit_gloo_backend_is_honoured_in_a_world_of_one() -> None:
+    init(backend="gloo", timeout=TIMEOUT)
+    try:
         assert dist.get_backend() == "gloo"
+        assert dist.get_world_size() == 1
     finally:
         shutdown()
 
@@ -92,8 +101,9 @@ def test_a_world_of_one_keeps_ordinary_collective_and_work_behaviour() -> None:
         tensor = torch.arange(4, dtype=torch.float32, device=local_device())
         work = dist.all_reduce(tensor, async_op=True)
         assert work is not None
-        work.wait()
-        assert work.is_completed()
+        assert work.wait()
+        # torch wraps a Python backend's Work and forwards only wait and get_future.
+        assert work.get_future().done()
         assert tensor.tolist() == [0.0, 1.0, 2.0, 3.0]
         gathered = [torch.zeros(2, device=local_device())]
         dist.all_gather(gathered, torch.tensor([5.0, 6.0], device=local_device()))
@@ -179,7 +189,7 @@ def test_init_on_a_live_group_keeps_it() -> None:
         init(timeout=TIMEOUT)
         init(backend="gloo", world_size=1, rank=0)
         assert dist.group.WORLD is world
-        assert dist.get_backend() == helios_pg.default_backend()
+        assert dist.get_backend() == helios_pg.LOCAL_BACKEND
         assert summed(1.0) == 1.0
     finally:
         shutdown()

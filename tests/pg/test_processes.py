@@ -258,7 +258,7 @@ def test_a_plain_process_runs_a_world_of_one_and_changes_no_environment_variable
 ) -> None:
     report = single_report(single, "world-of-one")
     assert report["world_size"] == 1
-    assert report["backend"] == "gloo"
+    assert report["backend"] == "helios-local"
     assert report["total"] == [1.0, 1.0]
     assert report["changed"] == []
 
@@ -267,13 +267,6 @@ def test_the_listening_socket_probe_sees_a_listening_socket(single: Finished) ->
     assert single_report(single, "control")["seen"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gloo's TCP transport device always listens on an ephemeral port, even in a "
-        "world of one on a HashStore: reported to the lead (contract vs. gloo)"
-    ),
-)
 def test_a_world_of_one_opens_no_listening_socket(single: Finished) -> None:
     assert single_report(single, "world-of-one")["new_listeners"] == []
 

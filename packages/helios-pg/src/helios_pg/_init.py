@@ -17,6 +17,7 @@ from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environ
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
+from helios_pg._local import register_local_backend
 
 __all__ = ["init", "process_group", "shutdown"]
 
@@ -68,14 +69,19 @@ def init(
     Launcher variables are validated first, through ``helios_env``, so a malformed
     ``RANK`` or ``MASTER_PORT`` fails before any network activity. A direct
     world-size-one program (no ``init_method``, no ``store``, world size one from the
-    arguments or the environment) uses a local ``HashStore``: no ``MASTER_ADDR``, no
-    port and no listening socket, while collectives and ``Work`` handles behave as
-    usual. If a process group is already initialized, it is kept and only the device
-    is applied.
+    arguments or the environment) uses a local ``HashStore``: no ``MASTER_ADDR`` and
+    no port, while collectives and ``Work`` handles behave as usual. With no
+    ``backend`` given it also runs on ``helios-local``, an in-process backend for which
+    every collective is the local copy it is at world size one: no listening socket
+    (gloo's and nccl's transports open one even for a single rank) and an init that
+    takes well under a millisecond. If a process group is already initialized, it is
+    kept and only the device is applied.
 
     Args:
         backend: Process-group backend. Defaults to ``"nccl"`` when CUDA is
-            available and ``"gloo"`` otherwise.
+            available and ``"gloo"`` otherwise; a direct world-size-one launch
+            defaults to ``"helios-local"``. An explicit ``"gloo"`` or ``"nccl"`` is
+            honoured at world size one too.
         init_method: Optional PyTorch rendezvous URL, forwarded unchanged.
         timeout: Optional process-group operation timeout, forwarded unchanged.
         world_size: Number of processes in the default group; -1 resolves
@@ -115,7 +121,11 @@ def init(
         local_rank=env_info.local_rank,
         local_rank_known=launched or "LOCAL_RANK" in os.environ or effective_world == 1,
     )
-    chosen = check_backend(backend if backend is not None else default_backend())
+    direct_single = effective_world == 1 and _needs_rendezvous_from_env(init_method, store)
+    if backend is None and direct_single:
+        chosen = register_local_backend()
+    else:
+        chosen = check_backend(backend if backend is not None else default_backend())
 
     kwargs: dict[str, Any] = {
         "backend": chosen,
@@ -125,7 +135,7 @@ def init(
         "rank": rank,
         "store": store,
     }
-    if effective_world == 1 and _needs_rendezvous_from_env(init_method, store):
+    if direct_single:
         if rank not in (-1, 0):
             message = f"rank={rank} is out of range for a world size of one; pass rank=0"
             raise RendezvousConfigError(message)
