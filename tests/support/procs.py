@@ -7,6 +7,7 @@ every process it started. Workers report results by printing lines that begin wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -102,10 +103,8 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _kill_session(proc: subprocess.Popen[str]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run_processes(
@@ -151,7 +150,7 @@ def run_processes(
         _kill_session(proc)
     finished = [
         Finished(list(args), proc.returncode, out, err)
-        for (args, _), proc, (out, err) in zip(commands, procs, outputs)
+        for (args, _), proc, (out, err) in zip(commands, procs, outputs, strict=True)
     ]
     if timed_out:
         detail = "\n".join(f.describe() for f in finished)
