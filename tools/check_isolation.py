@@ -55,7 +55,7 @@ warn_unreachable = True
 """
 
 
-class CheckFailed(Exception):
+class CheckFailedError(Exception):
     pass
 
 
@@ -65,7 +65,7 @@ def run(cmd: list[str], *, capture: bool = False, cwd: Path = ROOT) -> str:
     if proc.returncode != 0:
         detail = (proc.stdout or "") + (proc.stderr or "") if capture else ""
         message = f"command failed with status {proc.returncode}: {' '.join(cmd)}\n{detail}"
-        raise CheckFailed(message)
+        raise CheckFailedError(message)
     return proc.stdout if capture else ""
 
 
@@ -119,7 +119,7 @@ def check(pkg: Package, *, skip_tests: bool) -> None:
     if pkg.torch_free and names - HELIOS:
         extra = sorted(names - HELIOS)
         message = f"{pkg.name} pulled in third-party packages: {extra}"
-        raise CheckFailed(message)
+        raise CheckFailedError(message)
     probe = (
         f"import sys, {pkg.module} as m; "
         f"assert '{venv}' in m.__file__, m.__file__; "
@@ -173,7 +173,7 @@ def main() -> int:
         print(f"=== {pkg.name}", flush=True)
         try:
             check(pkg, skip_tests=args.skip_tests)
-        except CheckFailed as exc:
+        except CheckFailedError as exc:
             failures.append(f"{pkg.name}: {exc}")
             print(f"FAILED {pkg.name}: {exc}", flush=True)
         else:

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -102,9 +103,13 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _kill_session(proc: subprocess.Popen[str]) -> None:
+def _kill_session(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def run_processes(
@@ -119,35 +124,47 @@ def run_processes(
         TimeoutError: Some process was still running after ``limit`` seconds; the
             message holds every process's output so far.
     """
-    procs = [
-        subprocess.Popen(
-            list(args),
-            env=dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        for args, env in commands
-    ]
-    deadline = time.monotonic() + limit
-    outputs: list[tuple[str, str]] = []
-    timed_out = False
-    for proc in procs:
-        remaining = max(0.1, deadline - time.monotonic())
-        try:
-            out, err = proc.communicate(timeout=remaining)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            for other in procs:
-                _kill_session(other)
-            out, err = proc.communicate()
-        outputs.append((out, err))
-    # Reap anything the workers left behind in their sessions.
-    for proc in procs:
-        _kill_session(proc)
+    # Output goes to files, not pipes: a rank that prints a lot never blocks on a
+    # full pipe while the parent waits for another rank.
+    with contextlib.ExitStack() as files:
+        sinks = [
+            (
+                files.enter_context(tempfile.TemporaryFile()),
+                files.enter_context(tempfile.TemporaryFile()),
+            )
+            for _ in commands
+        ]
+        procs = [
+            subprocess.Popen(
+                list(args),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+            for (args, env), (out, err) in zip(commands, sinks, strict=True)
+        ]
+        deadline = time.monotonic() + limit
+        timed_out = False
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                for other in procs:
+                    _kill_session(other)
+                proc.wait()
+        # Reap anything the workers left behind in their sessions.
+        for proc in procs:
+            _kill_session(proc)
+            proc.wait()
+        outputs = []
+        for out, err in sinks:
+            out.seek(0)
+            err.seek(0)
+            outputs.append((_text(out.read()), _text(err.read())))
     finished = [
         Finished(list(args), proc.returncode, out, err)
         for (args, _), proc, (out, err) in zip(commands, procs, outputs, strict=True)

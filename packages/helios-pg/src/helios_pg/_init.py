@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -11,17 +10,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import HashStore
+from torch._C._distributed_c10d import HashStore, PrefixStore
 
 from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 from helios_pg._local import register_local_backend
+from helios_pg._rendezvous import EnvStore, default_timeout, explain_failure, open_env_store
 
 __all__ = ["init", "process_group", "shutdown"]
-
-_PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 
 
 def _require_distributed() -> None:
@@ -37,20 +35,27 @@ def _needs_rendezvous_from_env(init_method: str | None, store: Any | None) -> bo
     return init_method is None and store is None
 
 
-def _explain_failure(exc: BaseException, backend: str, world_size: int, rank: int) -> str:
-    text = str(exc)
-    port = os.environ.get("MASTER_PORT")
-    where = f"{os.environ.get('MASTER_ADDR', '?')}:{port}" if port else "the rendezvous"
-    if _PORT_IN_USE.search(text):
-        return (
-            f"could not create the process group: MASTER_PORT={port} is already in use on "
-            f"this host, so rank 0 cannot serve the rendezvous store at {where}; pick a free "
-            f"port (MASTER_PORT=..., torchrun --master-port ...) and retry. torch said: {text}"
+def _connect_env(
+    rank: int, world_size: int, timeout: timedelta | None, backend: str, *, need_rank: bool
+) -> EnvStore:
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+    if need_rank:
+        missing.insert(0, "RANK")
+    if missing:
+        message = (
+            f"world_size={world_size} needs a rendezvous, but {', '.join(missing)} "
+            "is not set; launch with torchrun, set the variables, or pass init_method "
+            "or store"
         )
-    return (
-        f"could not create the {backend} process group (rank={rank}, world_size={world_size}, "
-        f"rendezvous {where}): {text}"
-    )
+        raise RendezvousConfigError(message)
+    wait = timeout if timeout is not None else default_timeout(backend)
+    try:
+        return open_env_store(rank, world_size, wait)
+    except (RuntimeError, ValueError) as exc:
+        message = explain_failure(
+            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait
+        )
+        raise ProcessGroupInitError(message) from exc
 
 
 def init(
@@ -127,6 +132,7 @@ def init(
     else:
         chosen = check_backend(backend if backend is not None else default_backend())
 
+    env_store: EnvStore | None = None
     kwargs: dict[str, Any] = {
         "backend": chosen,
         "init_method": init_method,
@@ -141,16 +147,14 @@ def init(
             raise RendezvousConfigError(message)
         kwargs.update(store=HashStore(), world_size=1, rank=0)
     elif _needs_rendezvous_from_env(init_method, store):
-        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
-        if rank == -1 and report.launcher is Launcher.NONE:
-            missing.insert(0, "RANK")
-        if missing:
-            message = (
-                f"world_size={effective_world} needs a rendezvous, but {', '.join(missing)} "
-                "is not set; launch with torchrun, set the variables, or pass init_method "
-                "or store"
-            )
-            raise RendezvousConfigError(message)
+        env_rank = rank if rank != -1 else env_info.rank
+        need_rank = rank == -1 and report.launcher is Launcher.NONE
+        env_store = _connect_env(env_rank, effective_world, timeout, chosen, need_rank=need_rank)
+        kwargs.update(
+            store=PrefixStore("default_pg", env_store.store),
+            rank=env_rank,
+            world_size=effective_world,
+        )
     if pg_options is not None:
         kwargs["pg_options"] = pg_options
     if device is not None:
@@ -162,8 +166,14 @@ def init(
     except (RuntimeError, ValueError) as exc:
         if dist.is_initialized():
             dist.destroy_process_group()
-        effective_rank = rank if rank != -1 else env_info.rank
-        message = _explain_failure(exc, chosen, effective_world, effective_rank)
+        message = explain_failure(
+            exc,
+            backend=chosen,
+            world_size=effective_world,
+            rank=rank if rank != -1 else env_info.rank,
+            timeout=timeout,
+            joined=env_store.joined() if env_store is not None else None,
+        )
         raise ProcessGroupInitError(message) from exc
 
 

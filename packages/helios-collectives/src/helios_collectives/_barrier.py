@@ -1,0 +1,167 @@
+"""safe_barrier, and barrier: a barrier with a timeout that names the missing ranks."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import Store
+
+from helios_collectives._errors import BarrierError, BarrierTimeoutError
+from helios_collectives._fingerprint import Call, Operation, prepare, validation_enabled
+from helios_collectives._group import (
+    backend_of,
+    global_ranks,
+    is_live,
+    next_sequence,
+    require_group,
+)
+
+__all__ = ["barrier", "safe_barrier"]
+
+_KEY_PREFIX = "helios_collectives/barrier"
+_MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
+
+
+def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
+    """Wait for every process in the group, and return at once without a group.
+
+    Safe in the sense that it is valid whether or not the program runs distributed:
+    without an initialized process group it does nothing. On nccl, the current CUDA
+    device is passed as ``device_ids`` unless the caller gave ``device_ids``, so torch
+    never has to guess which GPU to synchronize on.
+
+    Args:
+        validate: Exchange a fingerprint of the call first and raise on every rank
+            when the ranks are not all in a barrier (see
+            ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
+        **kwargs: Keyword arguments for ``torch.distributed.barrier`` (``group``,
+            ``async_op``, ``device_ids``, ``timeout``).
+
+    Raises:
+        CollectiveMismatchError: In validation mode, some ranks are in another
+            collective (a ``ValueError``, raised on every rank).
+        TypeError: ``group`` is not a process group.
+    """
+    if not is_live():
+        return
+    group = require_group("safe_barrier", kwargs.get("group"))
+    if validation_enabled(validate):
+        prepare(Call(Operation.SAFE_BARRIER), None, group, validate=True)
+    else:
+        next_sequence("collective", group)
+    options = dict(kwargs)
+    if "nccl" in backend_of(group) and options.get("device_ids") is None:
+        options["device_ids"] = [torch.cuda.current_device()]
+    dist.barrier(**options)
+
+
+def _as_timedelta(timeout: object) -> timedelta:
+    if isinstance(timeout, timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        message = (
+            f"timeout must be a datetime.timedelta or a number of seconds, got "
+            f"{type(timeout).__name__}: {timeout!r}"
+        )
+        raise TypeError(message)
+    if not (seconds > 0 and math.isfinite(seconds)):
+        message = f"timeout must be positive and finite, got {timeout!r}"
+        raise ValueError(message)
+    return timedelta(seconds=seconds)
+
+
+def _missing(store: Store, ranks: list[int], keys: list[str]) -> tuple[int, ...]:
+    return tuple(rank for rank, key in zip(ranks, keys, strict=True) if not store.check([key]))
+
+
+def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = None) -> None:
+    """Wait for every process in the group, and name the ranks that do not come in time.
+
+    The ranks meet in the default group's key-value store, not in a collective: each
+    rank sets a key of its own for this barrier (barriers are numbered per group),
+    counts itself in, and polls the count until every rank is in. Nothing runs on
+    the backend, so it works alike on gloo and nccl, a rank that never arrives leaves
+    the group usable, and on timeout each rank that waited learns from the keys
+    exactly which ranks had not arrived. A rank that arrives late, after the others
+    gave up, passes at once. Without an initialized process group it returns at once.
+
+    Every rank must make the same sequence of ``barrier`` calls on a group.
+
+    Args:
+        timeout: How long to wait for the other ranks, as a ``timedelta`` or in
+            seconds.
+        group: Process group to synchronize; None selects the default group.
+
+    Raises:
+        BarrierTimeoutError: Some ranks had not arrived when ``timeout`` expired; its
+            ``missing_ranks`` lists their global ranks (a ``RuntimeError``).
+        BarrierError: The store could not be reached, as when the process that hosts
+            it (rank 0 of a hand-started job, or torchrun's agent) died (a
+            ``RuntimeError``).
+        TypeError: ``timeout`` is not a timedelta or number, or ``group`` is not a
+            process group.
+        ValueError: ``timeout`` is not positive and finite.
+    """
+    limit = _as_timedelta(timeout)
+    if not is_live():
+        return
+    group = require_group("barrier", group)
+    deadline = time.monotonic() + limit.total_seconds()
+    # torch offers no public accessor for the store behind the default group.
+    store = dist.distributed_c10d._get_default_store()
+    number = next_sequence("barrier", group)
+    prefix = f"{_KEY_PREFIX}/{group.group_name}"
+    me = dist.get_rank()
+    ranks = global_ranks(group)
+    keys = [f"{prefix}/{number}/{rank}" for rank in ranks]
+    count_key = f"{prefix}/{number}/count"
+    try:
+        # Poll rather than store.wait(): a TCPStore client whose wait timed out can
+        # be left unusable ("Broken pipe") for the next barrier.
+        store.set(f"{prefix}/{number}/{me}", "1")
+        arrived = store.add(count_key, 1)
+        delay = 0.0002
+        while arrived < len(ranks):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = _missing(store, ranks, keys)
+                if missing:
+                    raise _timeout_error(missing, len(ranks), limit, number, group)
+                break
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, _MAX_POLL)
+            arrived = store.add(count_key, 0)
+        if number > 1:
+            # Every rank has left the previous barrier (each counted itself into this
+            # one after that), so its keys can go and the store stays small.
+            store.delete_key(f"{prefix}/{number - 1}/{me}")
+            if me == ranks[0]:
+                store.delete_key(f"{prefix}/{number - 1}/count")
+    except BarrierTimeoutError:
+        raise
+    except RuntimeError as exc:  # DistStoreError, DistNetworkError
+        message = (
+            "barrier: the rendezvous store is unreachable (the process that hosts it, rank 0 "
+            f"of a hand-started job or torchrun's agent, may have died): {exc}"
+        )
+        raise BarrierError(message) from exc
+
+
+def _timeout_error(
+    missing: tuple[int, ...], size: int, limit: timedelta, number: int, group: dist.ProcessGroup
+) -> BarrierTimeoutError:
+    label = "rank" if len(missing) == 1 else "ranks"
+    message = (
+        f"barrier: {label} {', '.join(str(r) for r in missing)} of {size} did not arrive "
+        f"within {limit.total_seconds():g} s (barrier #{number} on group "
+        f"{group.group_name!r}); check that every rank reaches this barrier, or raise the "
+        "timeout"
+    )
+    return BarrierTimeoutError(message, missing_ranks=missing, timeout=limit)

@@ -1,0 +1,49 @@
+"""Local argument checks shared by the collectives."""
+
+from __future__ import annotations
+
+import torch
+
+from helios_collectives._fingerprint import Issue, Problem
+
+__all__ = ["check_tensor", "overlap_issue"]
+
+
+def check_tensor(value: object, what: str) -> torch.Tensor:
+    """Return ``value`` when it is a tensor.
+
+    Args:
+        value: What the caller passed.
+        what: How to name it in the message (``"tensor"``, ``"tensor[2]"``).
+
+    Returns:
+        ``value``, typed as a tensor.
+
+    Raises:
+        TypeError: ``value`` is not a ``torch.Tensor``.
+    """
+    if not isinstance(value, torch.Tensor):
+        message = f"{what} must be a torch.Tensor, got {type(value).__name__}: {value!r}"
+        raise TypeError(message)
+    return value
+
+
+def overlap_issue(tensor: torch.Tensor, what: str) -> Issue | None:
+    """Find elements that share memory (an ``expand``-ed view): no collective can write them.
+
+    Args:
+        tensor: The tensor to be reduced in place.
+        what: How to name it in the message.
+
+    Returns:
+        The problem, or None.
+    """
+    for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
+        if size > 1 and stride == 0:
+            message = (
+                f"{what} has overlapping memory (shape {tuple(tensor.shape)}, stride "
+                f"{tuple(tensor.stride())}, as from expand()), so it cannot be reduced in "
+                f"place; pass {what}.clone() or {what}.contiguous()"
+            )
+            return Issue(Problem.OVERLAPPING_MEMORY, message)
+    return None

@@ -1,0 +1,213 @@
+"""``python -m helios_collectives``: check and benchmark a distributed setup.
+
+Run plainly it uses world size one (a local store, no network); under torchrun it
+uses every process and node. It reports the environment as helios-env sees it and
+each rank's device binding, verifies every collective against values computed
+locally (naming any rank whose result differs), and measures latency and bandwidth of
+all-reduce and all-gather over a sweep of message sizes. Rank 0 prints; progress goes
+to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+import torch.distributed as dist
+
+from helios_collectives._objects import exchange_objects
+from helios_collectives._sizes import SizeSpecError, format_bytes, parse_sizes
+from helios_collectives._sweep import SweepPoint, run_sweep
+from helios_collectives._verify import CHECKS, CheckResult, run_checks
+from helios_env import LauncherEnvError, format_report, inspect_environment, report_as_dict
+from helios_pg import local_device, process_group
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+DEFAULT_SIZES = "4B:64MiB"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m helios_collectives",
+        description=(
+            "Check and benchmark a distributed setup: environment, device binding, the "
+            "result of every collective, and all-reduce / all-gather latency and bandwidth. "
+            "Run plainly (world size one) or under torchrun. Exit status 1 when a check "
+            "fails, 2 for a bad argument or environment."
+        ),
+    )
+    parser.add_argument(
+        "--sizes",
+        default=DEFAULT_SIZES,
+        help="message sizes: MIN:MAX[:FACTOR] (factor 4 by default) or a list such as "
+        f"8,1K,1MiB (default {DEFAULT_SIZES})",
+    )
+    parser.add_argument("--iters", type=int, default=20, help="timed operations per size")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed operations per size")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="write the results as JSON to PATH, or to stdout without PATH",
+    )
+    parser.add_argument("--backend", default=None, help="process-group backend (default: auto)")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="process-group timeout in seconds"
+    )
+    parser.add_argument("--no-bench", action="store_true", help="run the checks only")
+    parser.add_argument("--inject-fault", metavar="CHECK:RANK", help=argparse.SUPPRESS)
+    return parser
+
+
+def _binding(device: torch.device) -> dict[str, Any]:
+    info = inspect_environment().info
+    return {
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "device": str(device),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "backend": str(dist.get_backend()),
+    }
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _print_text(
+    out: TextIO,
+    env_text: str,
+    bindings: list[dict[str, Any]],
+    checks: list[CheckResult],
+    points: list[SweepPoint],
+) -> None:
+    print(env_text, file=out)
+    print("\ndevice binding", file=out)
+    rows = [
+        [str(b["rank"]), str(b["local_rank"]), b["host"], str(b["pid"]), b["device"], b["backend"]]
+        for b in bindings
+    ]
+    print(_table(["rank", "local", "host", "pid", "device", "backend"], rows, {0, 1, 3}), file=out)
+    print("\ncollective checks", file=out)
+    for result in checks:
+        verdict = "ok" if result.passed else "FAILED"
+        print(f"  {verdict:<6}  {result.name}", file=out)
+        for rank, why in sorted(result.failures.items()):
+            print(f"          rank {rank}: {why}", file=out)
+    if points:
+        world = (bindings and len(bindings)) or 1
+        print(f"\nbenchmark (float32, {world} rank(s), slowest rank's time)", file=out)
+        rows = [
+            [
+                p.operation,
+                format_bytes(p.size_bytes),
+                f"{p.latency_us:.1f}",
+                f"{p.algbw_gbps:.3g}",
+                f"{p.busbw_gbps:.3g}",
+            ]
+            for p in points
+        ]
+        headers = ["operation", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"]
+        print(_table(headers, rows, {1, 2, 3, 4}), file=out)
+
+
+def _parse_fault(text: str | None, parser: argparse.ArgumentParser) -> tuple[str, int] | None:
+    if text is None:
+        return None
+    name, _, rank = text.rpartition(":")
+    if name not in CHECKS or not rank.isdigit():
+        parser.error(
+            f"--inject-fault {text!r}: expected CHECK:RANK with CHECK one of {list(CHECKS)}"
+        )
+    return name, int(rank)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the check and benchmark.
+
+    Args:
+        argv: Command-line arguments without the program name; ``sys.argv[1:]`` when
+            omitted.
+
+    Returns:
+        0 when every check passed, 1 when one failed, 2 for a bad argument or a
+        malformed launcher environment.
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        sizes = parse_sizes(args.sizes)
+    except SizeSpecError as exc:
+        parser.error(str(exc))
+    if args.iters < 1 or args.warmup < 0:
+        parser.error(f"--iters must be >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
+    fault = _parse_fault(args.inject_fault, parser)
+    try:
+        report = inspect_environment()
+    except LauncherEnvError as exc:
+        print(f"helios-collectives: invalid environment: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with process_group(backend=args.backend, timeout=timedelta(seconds=args.timeout)):
+        rank = dist.get_rank()
+        progress = sys.stderr if rank == 0 else None
+        device = local_device()
+        env_text = format_report(inspect_environment())
+        env_data = report_as_dict(inspect_environment())
+        del report
+        bindings = exchange_objects(_binding(device), device)
+        if progress:
+            print("helios-collectives: verifying collectives ...", file=progress, flush=True)
+        checks = run_checks(device, inject_fault=fault)
+        points: list[SweepPoint] = []
+        if not args.no_bench:
+            points = run_sweep(
+                sizes, device=device, iters=args.iters, warmup=args.warmup, progress=progress
+            )
+        passed = all(c.passed for c in checks)
+        if rank == 0:
+            full = bindings
+            if args.json is None:
+                _print_text(sys.stdout, env_text, full, checks, points)
+            else:
+                data = {
+                    "ok": passed,
+                    "environment": env_data,
+                    "bindings": full,
+                    "checks": [asdict(c) for c in checks],
+                    "benchmark": [asdict(p) for p in points],
+                }
+                text = json.dumps(data, indent=2)
+                if args.json == "-":
+                    print(text)
+                else:
+                    Path(args.json).write_text(text + "\n", encoding="utf-8")
+            if not passed:
+                failed = [c.name for c in checks if not c.passed]
+                print(f"helios-collectives: FAILED checks: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_OK if passed else EXIT_CHECK_FAILED

@@ -1,0 +1,98 @@
+"""Errors raised by the collectives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+__all__ = [
+    "BarrierError",
+    "BarrierTimeoutError",
+    "CollectiveArgumentError",
+    "CollectiveMismatchError",
+    "ProcessGroupNotInitializedError",
+]
+
+
+class CollectiveArgumentError(ValueError):
+    """The arguments of a collective are wrong on this rank; nothing was communicated.
+
+    In validation mode the same error is raised on every rank after the fingerprint
+    exchange (all ranks then passed the same wrong arguments); otherwise it is raised
+    before any communication, on the ranks whose arguments are wrong.
+    """
+
+
+class CollectiveMismatchError(ValueError):
+    """Ranks called a collective with arguments that do not match; raised on every rank.
+
+    Attributes:
+        operation: The collective this rank called, such as ``"all_reduce_tensors"``.
+        disagreeing_ranks: Global ranks whose call differs from the most common one
+            (ties go to the call of the lowest rank).
+        differences: For each field that differs (``"dtype"``, ``"shape"``...), each
+            value seen and the global ranks that passed it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str,
+        disagreeing_ranks: tuple[int, ...],
+        differences: Mapping[str, Mapping[str, tuple[int, ...]]],
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.disagreeing_ranks = disagreeing_ranks
+        self.differences = {field: dict(values) for field, values in differences.items()}
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keep the attributes when the error is pickled (multiprocessing, futures).
+        state = (self.operation, self.disagreeing_ranks, self.differences)
+        return _rebuild_mismatch, (str(self), *state)
+
+
+def _rebuild_mismatch(
+    message: str,
+    operation: str,
+    disagreeing_ranks: tuple[int, ...],
+    differences: Mapping[str, Mapping[str, tuple[int, ...]]],
+) -> CollectiveMismatchError:
+    return CollectiveMismatchError(
+        message,
+        operation=operation,
+        disagreeing_ranks=disagreeing_ranks,
+        differences=differences,
+    )
+
+
+class ProcessGroupNotInitializedError(RuntimeError):
+    """A collective was called without an initialized default process group."""
+
+
+class BarrierError(RuntimeError):
+    """A barrier could not complete."""
+
+
+class BarrierTimeoutError(BarrierError):
+    """Some ranks did not reach a barrier within its timeout.
+
+    Attributes:
+        missing_ranks: Global ranks that had not arrived when the timeout expired.
+        timeout: The timeout that expired.
+    """
+
+    def __init__(self, message: str, *, missing_ranks: tuple[int, ...], timeout: timedelta) -> None:
+        super().__init__(message)
+        self.missing_ranks = missing_ranks
+        self.timeout = timeout
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_barrier_timeout, (str(self), self.missing_ranks, self.timeout)
+
+
+def _rebuild_barrier_timeout(
+    message: str, missing_ranks: tuple[int, ...], timeout: timedelta
+) -> BarrierTimeoutError:
+    return BarrierTimeoutError(message, missing_ranks=missing_ranks, timeout=timeout)

@@ -1,0 +1,206 @@
+"""gather_into_tensor and gather_uneven: all ranks' tensors, concatenated along dim 0."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+import torch.distributed as dist
+
+from helios_collectives._checks import check_tensor
+from helios_collectives._comm import all_gather_flat
+from helios_collectives._fingerprint import (
+    Call,
+    Issue,
+    Operation,
+    Problem,
+    first_dims,
+    prepare,
+    validation_enabled,
+)
+from helios_collectives._group import require_group
+
+__all__ = ["UnevenGather", "gather_into_tensor", "gather_uneven"]
+
+
+def _check_size(size: object) -> tuple[int, ...]:
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = (size,)
+    if not isinstance(size, (tuple, list, torch.Size)):
+        message = (
+            f"size must be a tuple of ints or a torch.Size, got {type(size).__name__}: {size!r}"
+        )
+        raise TypeError(message)
+    dims = cast("Sequence[object]", size)
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            message = f"size must hold ints, got {size!r}"
+            raise TypeError(message)
+        if dim < 0:
+            message = (
+                f"size must hold non-negative ints, got {size!r}; give every dimension "
+                "explicitly (no -1)"
+            )
+            raise ValueError(message)
+    return tuple(cast("Sequence[int]", dims))
+
+
+def gather_into_tensor(
+    tensor: torch.Tensor,
+    size: Sequence[int] | torch.Size,
+    *,
+    group: dist.ProcessGroup | None = None,
+    validate: bool | None = None,
+) -> torch.Tensor:
+    """Gather the tensors across all processes and merge them into a single tensor.
+
+    Every rank's tensor, in rank order, concatenated along dim 0 and laid out with
+    shape ``size``: ``(world_size * n, ...)`` for a plain concatenation, or
+    ``(world_size, n, ...)`` for a stack (any shape with the right element count
+    works; the elements are in row-major order). The result is a new tensor on the
+    input's device. Non-contiguous inputs are gathered through a contiguous copy.
+    Every rank must pass a tensor of the same shape and dtype; see
+    :func:`gather_uneven` when dim 0 differs.
+
+    Args:
+        tensor: This rank's tensor.
+        size: Shape of the result; its element count must be
+            ``world_size * tensor.numel()``.
+        group: Process group to gather over; None selects the default group.
+        validate: Exchange a fingerprint of the call first and raise on every rank
+            when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
+            that variable.
+
+    Returns:
+        A new tensor of shape ``size`` with the input's dtype and device.
+
+    Raises:
+        ProcessGroupNotInitializedError: No process group is initialized (a
+            ``RuntimeError``).
+        CollectiveArgumentError: ``size`` has the wrong element count (a
+            ``ValueError``, raised before any communication unless in validation
+            mode).
+        CollectiveMismatchError: In validation mode, the ranks' calls differ (a
+            ``ValueError``, raised on every rank).
+        TypeError: ``tensor`` is not a tensor or ``size`` is not a tuple of ints.
+        ValueError: ``size`` holds a negative number.
+    """
+    tensor = check_tensor(tensor, "tensor")
+    shape = _check_size(size)
+    group = require_group("gather_into_tensor", group)
+    validating = validation_enabled(validate)
+    world = group.size()
+    wanted = world * tensor.numel()
+    issue = None
+    if math.prod(shape) != wanted:
+        concatenated = (world * tensor.shape[0], *tensor.shape[1:]) if tensor.dim() else (world,)
+        stacked = (world, *tensor.shape)
+        message = (
+            f"size {shape} has {math.prod(shape)} elements, but gathering a tensor of shape "
+            f"{tuple(tensor.shape)} from {world} rank{'' if world == 1 else 's'} gives {wanted}; "
+            "pass "
+            f"size={concatenated} (concatenated) or {stacked} (stacked)"
+        )
+        issue = Issue(Problem.SIZE, message)
+    call = Call(
+        Operation.GATHER_INTO_TENSOR,
+        [tensor],
+        problem=issue.problem if issue is not None else Problem.NONE,
+        out_numel=math.prod(shape),
+    )
+    prepare(call, issue, group, validate=validating)
+
+    output = torch.empty(shape, dtype=tensor.dtype, device=tensor.device)
+    all_gather_flat(output.view(-1), tensor.contiguous().view(-1), group)
+    return output
+
+
+@dataclass(frozen=True, slots=True)
+class UnevenGather:
+    """The result of :func:`gather_uneven`.
+
+    Attributes:
+        tensor: Every rank's tensor, concatenated along dim 0 in rank order.
+        sizes: Dim 0 of each rank's tensor, in group-rank order.
+    """
+
+    tensor: torch.Tensor
+    sizes: tuple[int, ...]
+
+    def split(self) -> tuple[torch.Tensor, ...]:
+        """Split :attr:`tensor` back into each rank's part.
+
+        Returns:
+            One view of :attr:`tensor` per rank, in group-rank order.
+        """
+        return tuple(torch.split(self.tensor, list(self.sizes)))
+
+
+def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = None) -> UnevenGather:
+    """Gather tensors whose dim 0 differs by rank, concatenated along dim 0.
+
+    The ranks first exchange a small fingerprint of their call (dim 0 and the rest of
+    the shape, dtype, device type and call number) in one collective, so ranks that
+    disagree on anything but dim 0 get a ``CollectiveMismatchError`` on every rank,
+    naming the ranks and how they differ, instead of an abort or garbage. Each rank
+    then pads its tensor to the largest dim 0 and one ``all_gather`` moves the data;
+    the padding is dropped from the result. (Two collectives per call; validation
+    mode adds nothing, as the fingerprint is always exchanged.)
+
+    Args:
+        tensor: This rank's tensor, with at least one dimension. Non-contiguous
+            tensors are fine.
+        group: Process group to gather over; None selects the default group.
+
+    Returns:
+        The concatenation (a new tensor on the input's device) and each rank's dim 0.
+
+    Raises:
+        ProcessGroupNotInitializedError: No process group is initialized (a
+            ``RuntimeError``).
+        CollectiveArgumentError: ``tensor`` is 0-d (a ``ValueError``, raised on every
+            rank when all ranks pass one).
+        CollectiveMismatchError: The ranks' tensors differ in anything but dim 0, or
+            the ranks are not all in this call (a ``ValueError``, raised on every
+            rank).
+        TypeError: ``tensor`` is not a tensor.
+    """
+    tensor = check_tensor(tensor, "tensor")
+    group = require_group("gather_uneven", group)
+    issue = None
+    if tensor.dim() == 0:
+        message = (
+            "gather_uneven needs a tensor with at least one dimension, got a 0-d tensor; "
+            "pass tensor.reshape(1)"
+        )
+        issue = Issue(Problem.ZERO_DIM, message)
+    call = Call(
+        Operation.GATHER_UNEVEN,
+        [tensor],
+        problem=issue.problem if issue is not None else Problem.NONE,
+        free_first_dim=True,
+    )
+    rows = prepare(call, issue, group, validate=True, always_exchange=True)
+    assert rows is not None  # always_exchange
+    sizes = tuple(first_dims(rows))
+    rest = tuple(tensor.shape[1:])
+    largest = max(sizes)
+    if largest == 0:
+        empty = torch.empty((0, *rest), dtype=tensor.dtype, device=tensor.device)
+        return UnevenGather(empty, sizes)
+    if tensor.shape[0] == largest:
+        local = tensor.contiguous()
+    else:
+        local = tensor.new_zeros((largest, *rest))
+        local[: tensor.shape[0]] = tensor
+    gathered = torch.empty(
+        (group.size() * largest, *rest), dtype=tensor.dtype, device=tensor.device
+    )
+    all_gather_flat(gathered.view(-1), local.view(-1), group)
+    if all(size == largest for size in sizes):
+        return UnevenGather(gathered, sizes)
+    parts = [gathered[i * largest : i * largest + size] for i, size in enumerate(sizes)]
+    return UnevenGather(torch.cat(parts), sizes)

@@ -1,0 +1,177 @@
+"""all_reduce_tensors: one all-reduce for a tensor or a list of tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from helios_collectives._checks import check_tensor, overlap_issue
+from helios_collectives._fingerprint import (
+    Call,
+    Issue,
+    Operation,
+    Problem,
+    prepare,
+    validation_enabled,
+)
+from helios_collectives._group import backend_of, require_group
+
+__all__ = ["all_reduce_tensors"]
+
+_OPTIONS = ("op", "group", "async_op")
+
+
+def _as_tensors(tensor: object) -> tuple[list[torch.Tensor], bool]:
+    if isinstance(tensor, torch.Tensor):
+        return [tensor], False
+    if not isinstance(tensor, (list, tuple)):
+        message = (
+            f"tensor must be a torch.Tensor or a list of them, got {type(tensor).__name__}: "
+            f"{tensor!r}"
+        )
+        raise TypeError(message)
+    return [check_tensor(t, f"tensor[{i}]") for i, t in enumerate(tensor)], True
+
+
+def _listing(values: Sequence[object]) -> str:
+    where: dict[str, list[int]] = {}
+    for index, value in enumerate(values):
+        where.setdefault(str(value), []).append(index)
+    return ", ".join(
+        f"{value} at index {', '.join(str(i) for i in indices)}" for value, indices in where.items()
+    )
+
+
+def _find_issue(
+    tensors: Sequence[torch.Tensor], is_list: bool, op: Any, async_op: object
+) -> Issue | None:
+    if async_op:
+        message = (
+            f"all_reduce_tensors returns the reduced tensor, so it cannot run with "
+            f"async_op={async_op!r}; call torch.distributed.all_reduce(..., async_op=True) "
+            "yourself, or drop async_op"
+        )
+        return Issue(Problem.ASYNC_OP, message)
+    if is_list and not tensors:
+        message = "all_reduce_tensors got an empty list; pass at least one tensor"
+        return Issue(Problem.EMPTY_LIST, message)
+    dtypes = [t.dtype for t in tensors]
+    if len(set(dtypes)) > 1:
+        message = (
+            f"all_reduce_tensors needs one dtype, but the list mixes {_listing(dtypes)}; "
+            "convert them first, e.g. [t.to(torch.float32) for t in tensors]"
+        )
+        return Issue(Problem.MIXED_DTYPES, message)
+    devices = [t.device for t in tensors]
+    if len(set(devices)) > 1:
+        message = (
+            f"all_reduce_tensors needs one device, but the list mixes {_listing(devices)}; "
+            "move them first, e.g. [t.to(device) for t in tensors]"
+        )
+        return Issue(Problem.MIXED_DEVICES, message)
+    dtype = dtypes[0]
+    if op == dist.ReduceOp.AVG and not (dtype.is_floating_point or dtype.is_complex):
+        message = (
+            f"op=ReduceOp.AVG of {dtype} tensors would have to round the mean; reduce a "
+            "floating-point copy (t.to(torch.float32)) or use ReduceOp.SUM and divide as "
+            "you need"
+        )
+        return Issue(Problem.AVG_OF_INTEGERS, message)
+    if not is_list:
+        return overlap_issue(tensors[0], "tensor")
+    return None
+
+
+def all_reduce_tensors(
+    tensor: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    validate: bool | None = None,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """Reduce tensors across all processes so all have the same value.
+
+    Exactly one ``torch.distributed.all_reduce`` runs per call (plus one small
+    fingerprint exchange in validation mode).
+
+    A single tensor is reduced in place and returned. A non-contiguous view is
+    reduced through a contiguous copy that is then copied back into the view, so the
+    result is right on every rank and nothing outside the view is written (gloo
+    reduces the underlying memory of a view as if it were contiguous).
+
+    A list of tensors (0-d, n-d, or both) is flattened and concatenated, in order,
+    into one new 1-D tensor, which is reduced once and returned; the list's tensors
+    are left unchanged. Split the result with ``torch.split`` and the element counts
+    to get them back.
+
+    ``op=ReduceOp.AVG`` works on every backend: where the backend is not nccl with
+    CUDA tensors it runs as ``SUM`` followed by a division by the group size. It needs
+    floating-point or complex tensors: the mean of integers is a ``ValueError``,
+    because rounding it silently would give different answers on different backends.
+
+    Args:
+        tensor: The tensor, or list of tensors, to reduce. The list must not be
+            empty, and its tensors must share one dtype and one device.
+        validate: Exchange a fingerprint of the call first and raise on every rank
+            when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
+            that variable.
+        **kwargs: Options for ``torch.distributed.all_reduce``: ``op`` (default
+            ``ReduceOp.SUM``), ``group``, and ``async_op`` (only False).
+
+    Returns:
+        The reduced tensor: ``tensor`` itself for a single tensor, else a new 1-D
+        tensor of all the list's elements.
+
+    Raises:
+        ProcessGroupNotInitializedError: No process group is initialized (a
+            ``RuntimeError``).
+        CollectiveArgumentError: The list is empty or mixes dtypes or devices,
+            ``op=ReduceOp.AVG`` is asked of integers, the tensor's elements overlap in
+            memory, or ``async_op=True`` (a ``ValueError``, raised before any
+            communication unless in validation mode).
+        CollectiveMismatchError: In validation mode, the ranks' calls differ (a
+            ``ValueError``, raised on every rank).
+        TypeError: ``tensor`` is not a tensor or list of tensors, or an unknown
+            keyword argument was given.
+    """
+    tensors, is_list = _as_tensors(tensor)
+    unknown = sorted(set(kwargs) - set(_OPTIONS))
+    if unknown:
+        message = (
+            f"all_reduce_tensors got unexpected keyword arguments {unknown}; "
+            f"torch.distributed.all_reduce takes {', '.join(_OPTIONS)}"
+        )
+        raise TypeError(message)
+    group = require_group("all_reduce_tensors", kwargs.get("group"))
+    op = kwargs.get("op", dist.ReduceOp.SUM)
+    validating = validation_enabled(validate)
+    issue = _find_issue(tensors, is_list, op, kwargs.get("async_op", False))
+    call = Call(
+        Operation.ALL_REDUCE_TENSORS,
+        tensors,
+        is_list=is_list,
+        problem=issue.problem if issue is not None else Problem.NONE,
+        reduce_op=op,
+    )
+    prepare(call, issue, group, validate=validating)
+
+    if is_list:
+        work = torch.cat([t.reshape(-1) for t in tensors])
+    else:
+        work = tensors[0] if tensors[0].is_contiguous() else tensors[0].contiguous()
+    emulate_avg = op == dist.ReduceOp.AVG and not (
+        work.device.type == "cuda" and "nccl" in backend_of(group)
+    )
+    options = {k: v for k, v in kwargs.items() if k != "async_op"}
+    options["group"] = group
+    options["op"] = dist.ReduceOp.SUM if emulate_avg else op
+    dist.all_reduce(work, **options)
+    if emulate_avg:
+        work.div_(group.size())
+    if is_list:
+        return work
+    if work is not tensors[0]:
+        tensors[0].copy_(work)
+    return tensors[0]

@@ -1,0 +1,416 @@
+"""The collectives in this one process: no group, or a world-size-one gloo group.
+
+Argument checks fail before any communication (the torch calls are replaced by
+functions that fail the test if reached), the torch calls receive what they should,
+and results at world size one are right.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import helios_collectives
+from helios_collectives import (
+    VALIDATE_ENV_VAR,
+    BarrierTimeoutError,
+    CollectiveArgumentError,
+    CollectiveMismatchError,
+    ProcessGroupNotInitializedError,
+    UnevenGather,
+    all_reduce_tensors,
+    barrier,
+    gather_into_tensor,
+    gather_uneven,
+    safe_barrier,
+)
+
+Calls = list[tuple[tuple[Any, ...], dict[str, Any]]]
+Spy = Callable[[str], Calls]
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
+    """Record every call of a torch.distributed function, passing it through."""
+
+    def install(name: str) -> Calls:
+        real = getattr(dist, name)
+        calls: Calls = []
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            calls.append((args, kwargs))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(dist, name, recording)
+        return calls
+
+    return install
+
+
+@pytest.fixture
+def no_communication(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if any collective starts."""
+
+    def forbidden(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a collective started")
+
+    for name in ("all_reduce", "all_gather_single", "all_gather_into_tensor", "barrier"):
+        monkeypatch.setattr(dist, name, forbidden)
+
+
+# ------------------------------------------------------------------ no group
+
+NEEDS_A_GROUP: list[tuple[str, Callable[[], object]]] = [
+    ("gather_into_tensor", lambda: gather_into_tensor(torch.ones(2), (2,))),
+    ("all_reduce_tensors", lambda: all_reduce_tensors(torch.ones(2))),
+    ("all_reduce_tensors", lambda: all_reduce_tensors([torch.ones(2)])),
+    ("gather_uneven", lambda: gather_uneven(torch.ones(2))),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), NEEDS_A_GROUP)
+def test_collectives_without_a_group_raise_a_runtime_error_naming_init(
+    name: str, call: Callable[[], object]
+) -> None:
+    with pytest.raises(ProcessGroupNotInitializedError, match=r"helios_pg\.init\(\)") as info:
+        call()
+    assert isinstance(info.value, RuntimeError)
+    assert name in str(info.value)
+
+
+def test_safe_barrier_without_a_group_is_a_noop(no_communication: None) -> None:
+    safe_barrier()
+    safe_barrier(validate=True)
+
+
+def test_barrier_without_a_group_is_a_noop() -> None:
+    barrier(0.01)
+
+
+# ------------------------------------------------------------ gather_into_tensor
+
+
+def test_gather_into_tensor_with_the_wrong_size_raises_before_any_communication(
+    world_of_one: None, no_communication: None
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match=r"size \(4, 3\) has 12 elements") as info:
+        gather_into_tensor(torch.ones(2, 3), (4, 3))
+    assert isinstance(info.value, ValueError)
+    assert "size=(2, 3) (concatenated) or (1, 2, 3) (stacked)" in str(info.value)
+
+
+@pytest.mark.parametrize("size", [(-1,), (2, -1)])
+def test_gather_into_tensor_rejects_negative_sizes(world_of_one: None, size: tuple[int]) -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        gather_into_tensor(torch.ones(2), size)
+
+
+@pytest.mark.parametrize("size", ["2", (2.0,), None])
+def test_gather_into_tensor_rejects_sizes_that_are_not_ints(world_of_one: None, size: Any) -> None:
+    with pytest.raises(TypeError, match="size must"):
+        gather_into_tensor(torch.ones(2), size)
+
+
+def test_gather_into_tensor_rejects_a_non_tensor(world_of_one: None) -> None:
+    with pytest.raises(TypeError, match=r"tensor must be a torch\.Tensor, got list"):
+        gather_into_tensor([1.0, 2.0], (2,))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [(6,), (1, 2, 3), (2, 3), (3, 2), torch.Size([6])])
+def test_gather_into_tensor_at_world_one_returns_a_new_tensor_of_the_given_size(
+    world_of_one: None, size: tuple[int, ...]
+) -> None:
+    tensor = torch.arange(6.0).reshape(2, 3)
+    out = gather_into_tensor(tensor, size)
+    assert out.shape == torch.Size(size)
+    assert torch.equal(out.reshape(-1), tensor.reshape(-1))
+    assert out.data_ptr() != tensor.data_ptr()
+
+
+def test_gather_into_tensor_of_a_view_at_world_one(world_of_one: None) -> None:
+    view = torch.arange(12.0).reshape(3, 4)[:, 1]
+    assert gather_into_tensor(view, (3,)).tolist() == [1.0, 5.0, 9.0]
+
+
+def test_gather_into_tensor_uses_all_gather_single(world_of_one: None, spy: Spy) -> None:
+    calls = spy("all_gather_single")
+    gather_into_tensor(torch.ones(3), (3,))
+    assert len(calls) == 1
+
+
+def test_gather_into_tensor_falls_back_to_all_gather_into_tensor_on_older_torch(
+    world_of_one: None, monkeypatch: pytest.MonkeyPatch, spy: Spy
+) -> None:
+    monkeypatch.delattr(dist, "all_gather_single")
+    calls = spy("all_gather_into_tensor")
+    assert gather_into_tensor(torch.arange(3.0), (1, 3)).tolist() == [[0.0, 1.0, 2.0]]
+    assert len(calls) == 1
+
+
+# ------------------------------------------------------------ all_reduce_tensors
+
+
+def test_all_reduce_tensors_rejects_an_empty_list_before_any_communication(
+    world_of_one: None, no_communication: None
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="empty list"):
+        all_reduce_tensors([])
+
+
+def test_all_reduce_tensors_names_the_dtypes_of_a_mixed_list(
+    world_of_one: None, no_communication: None
+) -> None:
+    tensors = [torch.ones(2), torch.ones(2, dtype=torch.int64), torch.ones(1)]
+    with pytest.raises(CollectiveArgumentError) as info:
+        all_reduce_tensors(tensors)
+    assert "torch.float32 at index 0, 2" in str(info.value)
+    assert "torch.int64 at index 1" in str(info.value)
+
+
+def test_all_reduce_tensors_names_the_devices_of_a_mixed_list(
+    world_of_one: None, no_communication: None
+) -> None:
+    tensors = [torch.ones(2), torch.ones(2, device="meta")]
+    with pytest.raises(CollectiveArgumentError, match="cpu at index 0, meta at index 1"):
+        all_reduce_tensors(tensors)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_all_reduce_tensors_refuses_the_mean_of_integers_before_any_communication(
+    world_of_one: None, no_communication: None, dtype: torch.dtype
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match=r"ReduceOp\.AVG of torch\."):
+        all_reduce_tensors(torch.ones(2, dtype=dtype), op=dist.ReduceOp.AVG)
+
+
+def test_all_reduce_tensors_refuses_async_op(world_of_one: None, no_communication: None) -> None:
+    with pytest.raises(CollectiveArgumentError, match="async_op=True"):
+        all_reduce_tensors(torch.ones(2), async_op=True)
+
+
+def test_all_reduce_tensors_refuses_an_expanded_tensor(
+    world_of_one: None, no_communication: None
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="overlapping memory"):
+        all_reduce_tensors(torch.ones(3).expand(2, 3))
+
+
+def test_all_reduce_tensors_rejects_unknown_keywords(world_of_one: None) -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['opp'\]"):
+        all_reduce_tensors(torch.ones(2), opp=dist.ReduceOp.MAX)
+
+
+@pytest.mark.parametrize("value", [3.0, "abc", [torch.ones(1), 2.0]])
+def test_all_reduce_tensors_rejects_non_tensors(world_of_one: None, value: Any) -> None:
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
+        all_reduce_tensors(value)
+
+
+def test_all_reduce_tensors_reduces_a_list_in_one_all_reduce(world_of_one: None, spy: Spy) -> None:
+    calls = spy("all_reduce")
+    gathers = spy("all_gather_single")
+    out = all_reduce_tensors([torch.tensor(1.0), torch.ones(2, 2), torch.tensor(2.0)] * 10)
+    assert len(calls) == 1
+    assert gathers == []
+    assert out.shape == (60,)
+
+
+def test_all_reduce_tensors_passes_its_keywords_to_torch(world_of_one: None, spy: Spy) -> None:
+    calls = spy("all_reduce")
+    group = dist.group.WORLD
+    all_reduce_tensors(torch.ones(2), op=dist.ReduceOp.MAX, group=group)
+    ((_, kwargs),) = calls
+    assert kwargs["op"] == dist.ReduceOp.MAX
+    assert kwargs["group"] is group
+
+
+def test_all_reduce_tensors_runs_avg_as_sum_on_gloo(world_of_one: None, spy: Spy) -> None:
+    calls = spy("all_reduce")
+    out = all_reduce_tensors(torch.tensor([1.0, 3.0]), op=dist.ReduceOp.AVG)
+    ((_, kwargs),) = calls
+    assert kwargs["op"] == dist.ReduceOp.SUM
+    assert out.tolist() == [1.0, 3.0]
+
+
+def test_all_reduce_tensors_returns_a_single_tensor_itself(world_of_one: None) -> None:
+    tensor = torch.ones(3)
+    assert all_reduce_tensors(tensor) is tensor
+
+
+def test_all_reduce_tensors_of_a_view_writes_nothing_outside_it(world_of_one: None) -> None:
+    base = torch.arange(12.0).reshape(3, 4)
+    before = base.clone()
+    view = base[:, 1]
+    assert all_reduce_tensors(view, op=dist.ReduceOp.AVG) is view
+    assert torch.equal(base, before)
+
+
+def test_all_reduce_tensors_of_a_list_concatenates_0d_and_nd_tensors(world_of_one: None) -> None:
+    out = all_reduce_tensors([torch.tensor(1.0), torch.tensor([[2.0, 3.0]]), torch.tensor(4.0)])
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_all_reduce_tensors_of_a_one_tensor_list_returns_a_copy(world_of_one: None) -> None:
+    tensor = torch.ones(2, 2)
+    out = all_reduce_tensors([tensor])
+    assert out.shape == (4,)
+    assert out.data_ptr() != tensor.data_ptr()
+
+
+# ---------------------------------------------------------------- gather_uneven
+
+
+def test_gather_uneven_at_world_one_returns_the_tensor_and_its_size(world_of_one: None) -> None:
+    view = torch.arange(12.0).reshape(4, 3)[::2]
+    result = gather_uneven(view)
+    assert isinstance(result, UnevenGather)
+    assert result.sizes == (2,)
+    assert torch.equal(result.tensor, view)
+    (part,) = result.split()
+    assert torch.equal(part, view)
+
+
+def test_gather_uneven_of_an_empty_tensor(world_of_one: None) -> None:
+    result = gather_uneven(torch.empty(0, 5))
+    assert result.sizes == (0,)
+    assert result.tensor.shape == (0, 5)
+
+
+def test_gather_uneven_refuses_a_0d_tensor(world_of_one: None) -> None:
+    with pytest.raises(CollectiveArgumentError, match="0-d tensor"):
+        gather_uneven(torch.tensor(1.0))
+
+
+# ------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda v: gather_into_tensor(torch.ones(2), (2,), validate=v),
+        lambda v: all_reduce_tensors(torch.ones(2), validate=v),
+        lambda v: all_reduce_tensors([torch.ones(2), torch.tensor(1.0)], validate=v),
+        lambda v: safe_barrier(validate=v),
+    ],
+)
+def test_validation_adds_one_fingerprint_gather(
+    world_of_one: None, spy: Spy, call: Callable[[bool], object]
+) -> None:
+    gathers = spy("all_gather_single")
+    call(False)
+    plain = len(gathers)
+    call(True)
+    assert len(gathers) - plain == plain + 1
+
+
+def test_the_environment_variable_turns_validation_on(
+    world_of_one: None, spy: Spy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gathers = spy("all_gather_single")
+    monkeypatch.setenv(VALIDATE_ENV_VAR, "1")
+    all_reduce_tensors(torch.ones(2))
+    assert len(gathers) == 1
+
+
+def test_an_explicit_argument_beats_the_environment_variable(
+    world_of_one: None, spy: Spy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gathers = spy("all_gather_single")
+    monkeypatch.setenv(VALIDATE_ENV_VAR, "1")
+    all_reduce_tensors(torch.ones(2), validate=False)
+    assert gathers == []
+
+
+def test_an_unreadable_environment_variable_is_a_value_error(
+    world_of_one: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(VALIDATE_ENV_VAR, "maybe")
+    with pytest.raises(ValueError, match=f"{VALIDATE_ENV_VAR} must be 1 or 0.*'maybe'"):
+        all_reduce_tensors(torch.ones(2))
+
+
+def test_validate_must_be_a_bool(world_of_one: None) -> None:
+    with pytest.raises(TypeError, match="validate must be True, False or None"):
+        all_reduce_tensors(torch.ones(2), validate=1)  # type: ignore[arg-type]
+
+
+def test_in_validation_mode_an_argument_problem_is_still_an_argument_error(
+    world_of_one: None,
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="has 3 elements"):
+        gather_into_tensor(torch.ones(2), (3,), validate=True)
+
+
+# ------------------------------------------------------------------- barriers
+
+
+def test_safe_barrier_passes_the_current_device_on_nccl(
+    world_of_one: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "nccl")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(dist, "barrier", lambda **kwargs: seen.append(kwargs))
+    safe_barrier()
+    safe_barrier(device_ids=[1])
+    assert [kw["device_ids"] for kw in seen] == [[3], [1]]
+
+
+def test_safe_barrier_on_gloo_leaves_device_ids_alone(world_of_one: None, spy: Spy) -> None:
+    calls = spy("barrier")
+    safe_barrier(timeout=timedelta(seconds=5))
+    ((_, kwargs),) = calls
+    assert "device_ids" not in kwargs
+    assert kwargs["timeout"] == timedelta(seconds=5)
+
+
+def test_barrier_at_world_one_passes_again_and_again(world_of_one: None) -> None:
+    for _ in range(5):
+        barrier(timedelta(seconds=1))
+    barrier(timeout=0.5)
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("inf"), float("nan"), timedelta(0)])
+def test_barrier_timeout_must_be_positive_and_finite(timeout: Any) -> None:
+    with pytest.raises(ValueError, match="positive and finite"):
+        barrier(timeout)
+
+
+def test_barrier_timeout_must_be_a_duration() -> None:
+    with pytest.raises(TypeError, match="timedelta or a number of seconds"):
+        barrier("5")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------- errors
+
+
+def test_errors_keep_their_attributes_through_pickling() -> None:
+    mismatch = CollectiveMismatchError(
+        "m", operation="all_reduce_tensors", disagreeing_ranks=(1,), differences={"dtype": {}}
+    )
+    copy = pickle.loads(pickle.dumps(mismatch))
+    assert (str(copy), copy.operation, copy.disagreeing_ranks, copy.differences) == (
+        "m",
+        "all_reduce_tensors",
+        (1,),
+        {"dtype": {}},
+    )
+    timeout = BarrierTimeoutError("t", missing_ranks=(2, 3), timeout=timedelta(seconds=1))
+    again = pickle.loads(pickle.dumps(timeout))
+    assert (str(again), again.missing_ranks, again.timeout) == ("t", (2, 3), timedelta(seconds=1))
+
+
+@pytest.mark.parametrize("name", helios_collectives.__all__)
+def test_every_public_function_documents_args_and_raises(name: str) -> None:
+    value = getattr(helios_collectives, name)
+    if not callable(value) or isinstance(value, type):
+        return
+    doc = value.__doc__ or ""
+    assert "Args:" in doc
+    assert "Raises:" in doc

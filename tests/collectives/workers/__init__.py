@@ -1,0 +1,1 @@
+"""Worker scripts for the collectives tests, run as separate processes."""

@@ -1,0 +1,97 @@
+"""A downstream module that uses every public name of helios_collectives; read by mypy only.
+
+Nothing here runs: pytest does not collect this file and ``consume`` is never called.
+mypy --strict checks that the public API has the exact types downstream code relies
+on, from the installed package's ``py.typed`` inline annotations.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import helios_collectives
+from helios_collectives import (
+    FINGERPRINT_SLOTS,
+    VALIDATE_ENV_VAR,
+    BarrierError,
+    BarrierTimeoutError,
+    CollectiveArgumentError,
+    CollectiveMismatchError,
+    ProcessGroupNotInitializedError,
+    UnevenGather,
+    all_reduce_tensors,
+    barrier,
+    gather_into_tensor,
+    gather_uneven,
+    safe_barrier,
+)
+
+if sys.version_info >= (3, 11):
+    from typing import assert_type
+else:  # mypy checks this branch for python_version 3.10; mypy itself needs typing_extensions
+    from typing_extensions import assert_type
+
+
+def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
+    """Call every public function the way a user's program would."""
+    assert_type(gather_into_tensor(tensor, (2, 3)), torch.Tensor)
+    assert_type(gather_into_tensor(tensor, torch.Size([6]), group=group), torch.Tensor)
+    assert_type(gather_into_tensor(tensor, [6], validate=True), torch.Tensor)
+
+    assert_type(all_reduce_tensors(tensor), torch.Tensor)
+    assert_type(all_reduce_tensors([tensor, tensor], op=dist.ReduceOp.AVG), torch.Tensor)
+    assert_type(all_reduce_tensors((tensor,), group=group, validate=None), torch.Tensor)
+
+    result = gather_uneven(tensor, group=group)
+    assert_type(result, UnevenGather)
+    assert_type(result.tensor, torch.Tensor)
+    assert_type(result.sizes, tuple[int, ...])
+    assert_type(result.split(), tuple[torch.Tensor, ...])
+
+    assert_type(safe_barrier(), None)
+    assert_type(safe_barrier(validate=False, group=group), None)
+    assert_type(barrier(30.0), None)
+    assert_type(barrier(timeout=timedelta(seconds=5), group=group), None)
+
+    assert_type(VALIDATE_ENV_VAR, str)
+    assert_type(FINGERPRINT_SLOTS, int)
+
+    try:
+        barrier(1)
+    except BarrierTimeoutError as error:
+        assert_type(error.missing_ranks, tuple[int, ...])
+        assert_type(error.timeout, timedelta)
+        barrier_error: BarrierError = error
+        runtime_error: RuntimeError = barrier_error
+        print(runtime_error)
+    try:
+        all_reduce_tensors([tensor], validate=True)
+    except CollectiveMismatchError as error:
+        assert_type(error.operation, str)
+        assert_type(error.disagreeing_ranks, tuple[int, ...])
+        assert_type(error.differences, dict[str, dict[str, tuple[int, ...]]])
+        value_error: ValueError = error
+        print(value_error)
+    except CollectiveArgumentError as error:
+        argument_error: ValueError = error
+        print(argument_error)
+    except ProcessGroupNotInitializedError as error:
+        not_initialized: RuntimeError = error
+        print(not_initialized)
+
+    assert_type(helios_collectives.__all__, list[str])
+    assert_type(helios_collectives.__version__, str)
+
+
+def misuse(tensor: torch.Tensor, result: UnevenGather) -> None:
+    """Mistakes the types must reject; strict mode fails if an ignore goes unused."""
+    result.sizes = (1,)  # type: ignore[misc]
+    gather_into_tensor(tensor, "6")  # type: ignore[arg-type]
+    gather_into_tensor(tensor, (6,), True)  # type: ignore[call-arg, arg-type]
+    all_reduce_tensors(3.0)  # type: ignore[arg-type]
+    barrier("5")  # type: ignore[arg-type]
+    safe_barrier(validate="yes")  # type: ignore[arg-type]

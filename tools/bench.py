@@ -1,0 +1,382 @@
+"""Benchmarks of helios against the alternatives, side by side in one run.
+
+Every figure is a ratio measured in the same run on the same machine, so the table
+compares like with like; absolute times are shown for context only. Run it with::
+
+    uv run python tools/bench.py              # writes tools/results/bench.{md,json}
+
+Cases (each helios variant against what a program would otherwise use):
+
+- import: ``import helios_env, helios_log`` against ``import torch.distributed``;
+- gating: ``helios_log.global_print`` on a rank that does not print, against
+  helios-ml 2.0.1's ``global_print`` with its group live;
+- coalescing: ``all_reduce_tensors`` on 64 small tensors against 64
+  ``torch.distributed.all_reduce`` calls (2 processes);
+- overhead: ``all_reduce_tensors`` and ``gather_into_tensor`` against the raw torch
+  calls, for 1 element and 16 MiB (2 processes);
+- uneven gather: against pad-to-largest-then-gather and against ``all_gather_object``
+  (2 processes, 1 MiB per rank);
+- validation: ``all_reduce_tensors(validate=True)`` against the unvalidated call;
+- world-size-one init: the ``HashStore`` path against ``init_process_group`` with a
+  ``TCPStore`` at world size one.
+
+helios-ml is installed from PyPI with ``--no-deps`` into ``.bench/`` and its
+``helios/core/distributed.py`` (which imports only torch) is loaded by path: the
+package's ``__init__`` pulls in opencv, matplotlib and onnx, none of which the
+compared function uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_DIR = ROOT / ".bench"
+HELIOS_ML = "helios-ml==2.0.1"
+DEFAULT_OUT = ROOT / "tools" / "results"
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    helios: str
+    alternative: str
+    helios_value: float
+    alternative_value: float
+    unit: str
+    ratio: float
+    ratio_meaning: str
+    goal: str
+    met: bool
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "s":
+        for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+            if value >= scale:
+                return f"{value / scale:.3g} {name}"
+        return f"{value * 1e9:.3g} ns"
+    if unit == "MiB":
+        return f"{value:.1f} MiB"
+    return f"{value:.3g} {unit}"
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def best_of(fn: Callable[[], object], *, number: int, repeat: int = 7) -> float:
+    """Seconds per call: the minimum over ``repeat`` runs of ``number`` calls."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - start) / number)
+    return min(times)
+
+
+def interleaved(
+    a: Callable[[], object], b: Callable[[], object], *, number: int, repeat: int = 9
+) -> tuple[float, float]:
+    """Medians of seconds per call for ``a`` and ``b``, measured in alternation."""
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(repeat):
+        for fn, out in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            out.append((time.perf_counter() - start) / number)
+    return statistics.median(ta), statistics.median(tb)
+
+
+# --------------------------------------------------------------------------- import
+
+
+def _import_probe(code: str, repeat: int) -> tuple[float, float]:
+    """Median wall seconds and median peak RSS (MiB) of ``python -I -c code``."""
+    walls: list[float] = []
+    rss: list[float] = []
+    probe = (
+        "import time, resource; t = time.perf_counter(); "
+        f"{code}; "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    for _ in range(repeat):
+        out = subprocess.run(
+            [sys.executable, "-I", "-W", "ignore", "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        walls.append(float(out[0]))
+        rss.append(float(out[1]) / 1024)
+    return statistics.median(walls), statistics.median(rss)
+
+
+def bench_import(repeat: int) -> list[Row]:
+    _, base_rss = _import_probe("pass", repeat)
+    ours_t, ours_rss = _import_probe("import helios_env, helios_log", repeat)
+    torch_t, torch_rss = _import_probe("import torch.distributed", repeat)
+    ratio = ours_t / torch_t
+    mem_ratio = (ours_rss - base_rss) / max(torch_rss - base_rss, 1e-9)
+    return [
+        Row(
+            "import time",
+            "import helios_env, helios_log",
+            "import torch.distributed",
+            ours_t,
+            torch_t,
+            "s",
+            ratio,
+            "helios / alternative",
+            "<= 0.05",
+            ratio <= 0.05,
+        ),
+        Row(
+            "import memory (RSS added)",
+            "import helios_env, helios_log",
+            "import torch.distributed",
+            ours_rss - base_rss,
+            torch_rss - base_rss,
+            "MiB",
+            mem_ratio,
+            "helios / alternative",
+            "-",
+            True,
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- gating
+
+
+def _helios_ml() -> ModuleType:
+    target = BENCH_DIR / "helios-ml"
+    source = target / "helios" / "core" / "distributed.py"
+    if not source.exists():
+        subprocess.run(
+            [
+                "uv",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(target),
+                "--python",
+                sys.executable,
+                HELIOS_ML,
+            ],
+            check=True,
+        )
+    spec = importlib.util.spec_from_file_location("helios_ml_distributed", source)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_gating() -> list[Row]:
+    import torch.distributed as dist
+
+    import helios_log
+    import helios_pg
+
+    hml = _helios_ml()
+    # helios-ml reads these four variables whenever a group is live.
+    saved = dict(os.environ)
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+    try:
+        helios_pg.init(backend="gloo")
+        assert dist.is_initialized()
+        ours, theirs = interleaved(
+            lambda: helios_log.global_print("never shown", global_rank=1),
+            lambda: hml.global_print("never shown", global_rank=1),
+            number=20_000,
+        )
+    finally:
+        helios_pg.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+    ratio = ours / theirs
+    return [
+        Row(
+            "gating: global_print on a rank that does not print",
+            "helios_log.global_print",
+            "helios-ml 2.0.1 global_print",
+            ours,
+            theirs,
+            "s",
+            ratio,
+            "helios / alternative",
+            "<= 1.0",
+            ratio <= 1.0,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- init
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bench_init(repeat: int) -> list[Row]:
+    import torch.distributed as dist
+
+    import helios_pg
+
+    def ours() -> None:
+        helios_pg.init(backend="gloo")
+        helios_pg.shutdown()
+
+    def tcp() -> None:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{_free_port()}",
+            rank=0,
+            world_size=1,
+            timeout=timedelta(seconds=30),
+        )
+        dist.destroy_process_group()
+
+    ours_t, tcp_t = interleaved(ours, tcp, number=5, repeat=repeat)
+    ratio = tcp_t / ours_t
+    return [
+        Row(
+            "world-size-one init + shutdown",
+            "helios_pg.init (HashStore)",
+            "init_process_group (TCPStore)",
+            ours_t,
+            tcp_t,
+            "s",
+            ratio,
+            "alternative / helios (speed-up)",
+            ">= 10",
+            ratio >= 10,
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- multi-process
+
+
+def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str, Any]]:
+    port = str(_free_port())
+    procs = []
+    for rank in range(world_size):
+        env = dict(os.environ)
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE=str(world_size),
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(world_size),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            GLOO_SOCKET_IFNAME="lo",
+            PYTHONWARNINGS="ignore",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("bench_workers.py")), case],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = []
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=timeout)
+            if proc.returncode != 0:
+                message = f"benchmark worker {case!r} failed with status {proc.returncode}"
+                raise RuntimeError(message)
+            outputs.append(out)
+    finally:
+        for proc in procs:
+            proc.kill()
+    line = next(ln for ln in outputs[0].splitlines() if ln.startswith("{"))
+    return list(json.loads(line)["rows"])
+
+
+# --------------------------------------------------------------------------- driver
+
+
+CASES: dict[str, Callable[[argparse.Namespace], list[Row]]] = {
+    "import": lambda a: bench_import(a.repeat),
+    "gating": lambda a: bench_gating(),
+    "init": lambda a: bench_init(a.repeat),
+    "collectives": lambda a: [Row(**r) for r in _spawn_workers("collectives", 2, a.timeout)],
+}
+
+
+def to_markdown(rows: list[Row]) -> str:
+    lines = [
+        "| case | helios | alternative | helios | alternative | ratio | goal | met |",
+        "|---|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.case} | `{r.helios}` | `{r.alternative}` | {_fmt(r.helios_value, r.unit)} "
+            f"| {_fmt(r.alternative_value, r.unit)} | {r.ratio:.3g} ({r.ratio_meaning}) "
+            f"| {r.goal} | {'yes' if r.met else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="helios benchmarks, as ratios in one run")
+    parser.add_argument("cases", nargs="*", choices=[*CASES, []], help="default: all")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
+    parser.add_argument("--repeat", type=int, default=7, help="repetitions per measurement")
+    parser.add_argument("--timeout", type=float, default=600, help="limit per worker run, s")
+    args = parser.parse_args()
+    rows: list[Row] = []
+    for name in args.cases or list(CASES):
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        rows.extend(CASES[name](args))
+    import torch
+
+    meta = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = to_markdown(rows)
+    header = (
+        f"Python {meta['python']}, torch {meta['torch']}, {meta['machine']}, gloo over "
+        f"127.0.0.1, {meta['date']}."
+    )
+    (args.out / "bench.md").write_text(f"{header}\n\n{table}\n")
+    (args.out / "bench.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
+    )
+    print(header)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

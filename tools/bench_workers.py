@@ -1,0 +1,221 @@
+"""Worker side of tools/bench.py: the multi-process cases, run on every rank.
+
+Started by tools/bench.py with RANK/WORLD_SIZE/MASTER_* set; rank 0 prints one JSON
+line with the rows. Every rank runs the same sequence of collectives, alternating the
+helios call and the alternative, so both are measured under the same conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import statistics
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+import helios_pg
+from helios_collectives import all_reduce_tensors, gather_into_tensor, gather_uneven
+
+MiB = 1024 * 1024
+
+
+def interleaved(
+    a: Callable[[], object], b: Callable[[], object], *, number: int, repeat: int = 9
+) -> tuple[float, float]:
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(repeat):
+        for fn, out in ((a, ta), (b, tb)):
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            out.append((time.perf_counter() - start) / number)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def row(
+    case: str,
+    helios: str,
+    alternative: str,
+    ours: float,
+    theirs: float,
+    *,
+    speedup: bool,
+    goal: str,
+    met: Callable[[float], bool],
+) -> dict[str, Any]:
+    ratio = theirs / ours if speedup else ours / theirs
+    return {
+        "case": case,
+        "helios": helios,
+        "alternative": alternative,
+        "helios_value": ours,
+        "alternative_value": theirs,
+        "unit": "s",
+        "ratio": ratio,
+        "ratio_meaning": "alternative / helios (speed-up)" if speedup else "helios / alternative",
+        "goal": goal,
+        "met": bool(met(ratio)),
+    }
+
+
+def coalescing() -> list[dict[str, Any]]:
+    tensors = [torch.rand(16) for _ in range(64)]
+
+    def loop() -> None:
+        for t in tensors:
+            dist.all_reduce(t)
+
+    ours, theirs = interleaved(lambda: all_reduce_tensors(tensors), loop, number=20)
+    return [
+        row(
+            "coalescing: all-reduce of 64 tensors of 16 floats",
+            "all_reduce_tensors(list)",
+            "64 x dist.all_reduce",
+            ours,
+            theirs,
+            speedup=True,
+            goal=">= 10",
+            met=lambda r: r >= 10,
+        )
+    ]
+
+
+def overhead() -> list[dict[str, Any]]:
+    rows = []
+    world = dist.get_world_size()
+    for label, elements, number, goal in (
+        ("1 element", 1, 200, 1.10),
+        ("16 MiB", 4 * MiB, 3, 1.03),
+    ):
+        t = torch.rand(elements)
+        ours, theirs = interleaved(
+            partial(all_reduce_tensors, t), partial(dist.all_reduce, t), number=number
+        )
+        rows.append(
+            row(
+                f"overhead: all-reduce, {label}",
+                "all_reduce_tensors",
+                "dist.all_reduce",
+                ours,
+                theirs,
+                speedup=False,
+                goal=f"<= {goal}",
+                met=partial(operator.ge, goal),
+            )
+        )
+        out = torch.empty(world * elements)
+        raw_name = "all_gather_single"
+        if not hasattr(dist, raw_name):
+            raw_name = "all_gather_into_tensor"
+        raw = partial(getattr(dist, raw_name), out, t)
+        ours, theirs = interleaved(
+            partial(gather_into_tensor, t, (world * elements,)), raw, number=number
+        )
+        rows.append(
+            row(
+                f"overhead: gather, {label}",
+                "gather_into_tensor",
+                f"dist.{raw_name}",
+                ours,
+                theirs,
+                speedup=False,
+                goal=f"<= {goal}",
+                met=partial(operator.ge, goal),
+            )
+        )
+    return rows
+
+
+def uneven() -> list[dict[str, Any]]:
+    rank = dist.get_rank()
+    world = dist.get_world_size()
+    # About 1 MiB per rank, first dimensions differing by rank.
+    rows_per_rank = 1024 + 64 * rank
+    t = torch.rand(rows_per_rank, 256)
+
+    def pad_and_gather() -> torch.Tensor:
+        size = torch.tensor([t.shape[0]])
+        sizes = [torch.zeros_like(size) for _ in range(world)]
+        dist.all_gather(sizes, size)
+        longest = int(max(s.item() for s in sizes))
+        padded = torch.zeros(longest, *t.shape[1:])
+        padded[: t.shape[0]] = t
+        out = torch.empty(world * longest, *t.shape[1:])
+        dist.all_gather_into_tensor(out, padded)
+        parts = [out[i * longest : i * longest + int(sizes[i].item())] for i in range(world)]
+        return torch.cat(parts)
+
+    def gather_objects() -> torch.Tensor:
+        objects: list[Any] = [None] * world
+        dist.all_gather_object(objects, t)
+        return torch.cat(objects)
+
+    ours, padded = interleaved(lambda: gather_uneven(t), pad_and_gather, number=5)
+    ours2, objects = interleaved(lambda: gather_uneven(t), gather_objects, number=5)
+    return [
+        row(
+            "uneven gather, ~1 MiB per rank",
+            "gather_uneven",
+            "pad to largest + all_gather_into_tensor",
+            ours,
+            padded,
+            speedup=True,
+            goal=">= 1",
+            met=lambda r: r >= 1,
+        ),
+        row(
+            "uneven gather, ~1 MiB per rank",
+            "gather_uneven",
+            "all_gather_object",
+            ours2,
+            objects,
+            speedup=True,
+            goal=">= 3",
+            met=lambda r: r >= 3,
+        ),
+    ]
+
+
+def validation() -> list[dict[str, Any]]:
+    small = torch.rand(16)
+    ours, plain = interleaved(
+        lambda: all_reduce_tensors(small, validate=True),
+        lambda: all_reduce_tensors(small, validate=False),
+        number=100,
+    )
+    return [
+        row(
+            "validation mode cost, all-reduce of 16 floats",
+            "all_reduce_tensors(validate=True)",
+            "all_reduce_tensors(validate=False)",
+            ours,
+            plain,
+            speedup=False,
+            goal="report",
+            met=lambda r: True,
+        )
+    ]
+
+
+def main() -> int:
+    helios_pg.init(backend="gloo", timeout=timedelta(seconds=120))
+    try:
+        rows = coalescing() + overhead() + uneven() + validation()
+    finally:
+        helios_pg.shutdown()
+    if os.environ.get("RANK") == "0":
+        print(json.dumps({"rows": rows}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
