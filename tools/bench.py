@@ -23,7 +23,8 @@ Cases (each helios variant against what a program would otherwise use):
 helios-ml is installed from PyPI with ``--no-deps`` into ``.bench/`` and its
 ``helios/core/distributed.py`` (which imports only torch) is loaded by path: the
 package's ``__init__`` pulls in opencv, matplotlib and onnx, none of which the
-compared function uses.
+compared function uses. numpy, which ``all_gather_object`` needs, is installed there
+too, for the multi-process cases only.
 """
 
 from __future__ import annotations
@@ -166,25 +167,29 @@ def bench_import(repeat: int) -> list[Row]:
 # --------------------------------------------------------------------------- gating
 
 
+def _install(target: Path, *requirements: str) -> None:
+    subprocess.run(
+        [
+            "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            "--python",
+            sys.executable,
+            *requirements,
+        ],
+        check=True,
+    )
+
+
 def _helios_ml() -> ModuleType:
     target = BENCH_DIR / "helios-ml"
     source = target / "helios" / "core" / "distributed.py"
     if not source.exists():
-        subprocess.run(
-            [
-                "uv",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--target",
-                str(target),
-                "--python",
-                sys.executable,
-                HELIOS_ML,
-            ],
-            check=True,
-        )
+        _install(target, HELIOS_ML)
     spec = importlib.util.spec_from_file_location("helios_ml_distributed", source)
     assert spec is not None
     assert spec.loader is not None
@@ -282,6 +287,11 @@ def bench_init(repeat: int) -> list[Row]:
 
 
 def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str, Any]]:
+    # all_gather_object, one of the alternatives, converts through numpy; helios never
+    # needs it, so it lives in the benchmark's own folder.
+    extra = BENCH_DIR / "numpy"
+    if not (extra / "numpy").exists():
+        _install(extra, "numpy")
     port = str(_free_port())
     procs = []
     for rank in range(world_size):
@@ -295,6 +305,7 @@ def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str,
             MASTER_PORT=port,
             GLOO_SOCKET_IFNAME="lo",
             PYTHONWARNINGS="ignore",
+            PYTHONPATH=os.pathsep.join([str(extra), os.environ.get("PYTHONPATH", "")]),
         )
         procs.append(
             subprocess.Popen(

@@ -106,6 +106,8 @@ def check(pkg: Package, *, skip_tests: bool) -> None:
             "--python",
             python,
             "--no-index",
+            # The wheels keep one version number across rebuilds: never reuse a cached one.
+            "--no-cache",
             "--find-links",
             str(DIST),
             pkg.name,
