@@ -110,13 +110,14 @@ def interleaved(
 
 
 def _import_probe(code: str, repeat: int) -> tuple[float, float]:
-    """Median wall seconds and median peak RSS (MiB) of ``python -I -c code``."""
+    """Median wall seconds and median resident memory (MiB) of ``python -I -c code``."""
     walls: list[float] = []
     rss: list[float] = []
     probe = (
-        "import time, resource; t = time.perf_counter(); "
+        "import os, time; t = time.perf_counter(); "
         f"{code}; "
-        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "print(time.perf_counter() - t, "
+        "int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 1024)"
     )
     for _ in range(repeat):
         out = subprocess.run(
@@ -252,7 +253,7 @@ def bench_init(repeat: int) -> list[Row]:
     import helios_pg
 
     def ours() -> None:
-        helios_pg.init(backend="gloo")
+        helios_pg.init()
         helios_pg.shutdown()
 
     def tcp() -> None:
@@ -270,7 +271,7 @@ def bench_init(repeat: int) -> list[Row]:
     return [
         Row(
             "world-size-one init + shutdown",
-            "helios_pg.init (HashStore)",
+            "helios_pg.init() (HashStore, helios-local)",
             "init_process_group (TCPStore)",
             ours_t,
             tcp_t,
@@ -279,6 +280,52 @@ def bench_init(repeat: int) -> list[Row]:
             "alternative / helios (speed-up)",
             ">= 10",
             ratio >= 10,
+        )
+    ]
+
+
+def bench_call_cost() -> list[Row]:
+    """The Python cost helios adds per call, apart from any transport: world size one."""
+    import torch
+    import torch.distributed as dist
+
+    import helios_pg
+    from helios_collectives import all_reduce_tensors, gather_into_tensor
+
+    helios_pg.init()
+    try:
+        t = torch.rand(1)
+        reduce_ours, reduce_raw = interleaved(
+            lambda: all_reduce_tensors(t), lambda: dist.all_reduce(t), number=2000
+        )
+        gather_ours, gather_raw = interleaved(
+            lambda: gather_into_tensor(t, (1,)),
+            lambda: dist.all_gather_single(torch.empty(1), t),
+            number=2000,
+        )
+    finally:
+        helios_pg.shutdown()
+    return [
+        Row(
+            "call cost, world size one (no transport)",
+            helios,
+            raw,
+            ours,
+            theirs,
+            "s",
+            ours - theirs,
+            "added per call, seconds",
+            "report",
+            True,
+        )
+        for helios, raw, ours, theirs in (
+            ("all_reduce_tensors", "dist.all_reduce", reduce_ours, reduce_raw),
+            (
+                "gather_into_tensor",
+                "torch.empty + dist.all_gather_single",
+                gather_ours,
+                gather_raw,
+            ),
         )
     ]
 
@@ -337,6 +384,7 @@ CASES: dict[str, Callable[[argparse.Namespace], list[Row]]] = {
     "import": lambda a: bench_import(a.repeat),
     "gating": lambda a: bench_gating(),
     "init": lambda a: bench_init(a.repeat),
+    "call-cost": lambda a: bench_call_cost(),
     "collectives": lambda a: [Row(**r) for r in _spawn_workers("collectives", 2, a.timeout)],
 }
 
@@ -347,9 +395,10 @@ def to_markdown(rows: list[Row]) -> str:
         "|---|---|---|---:|---:|---:|---|---|",
     ]
     for r in rows:
+        ratio = _fmt(r.ratio, "s") if r.ratio_meaning.startswith("added") else f"{r.ratio:.3g}"
         lines.append(
             f"| {r.case} | `{r.helios}` | `{r.alternative}` | {_fmt(r.helios_value, r.unit)} "
-            f"| {_fmt(r.alternative_value, r.unit)} | {r.ratio:.3g} ({r.ratio_meaning}) "
+            f"| {_fmt(r.alternative_value, r.unit)} | {ratio} ({r.ratio_meaning}) "
             f"| {r.goal} | {'yes' if r.met else 'no'} |"
         )
     return "\n".join(lines)

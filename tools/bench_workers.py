@@ -98,7 +98,7 @@ def overhead() -> list[dict[str, Any]]:
     ):
         t = torch.rand(elements)
         ours, theirs = interleaved(
-            partial(all_reduce_tensors, t), partial(dist.all_reduce, t), number=number
+            partial(all_reduce_tensors, t), partial(dist.all_reduce, t), number=number, repeat=21
         )
         rows.append(
             row(
@@ -112,19 +112,23 @@ def overhead() -> list[dict[str, Any]]:
                 met=partial(operator.ge, goal),
             )
         )
-        out = torch.empty(world * elements)
         raw_name = "all_gather_single"
         if not hasattr(dist, raw_name):
             raw_name = "all_gather_into_tensor"
-        raw = partial(getattr(dist, raw_name), out, t)
+        raw_call = getattr(dist, raw_name)
+
+        # gather_into_tensor returns a new tensor, so the raw call allocates one too.
+        def raw(t: torch.Tensor = t, call: Callable[..., object] = raw_call) -> None:
+            call(torch.empty(world * t.numel()), t)
+
         ours, theirs = interleaved(
-            partial(gather_into_tensor, t, (world * elements,)), raw, number=number
+            partial(gather_into_tensor, t, (world * elements,)), raw, number=number, repeat=21
         )
         rows.append(
             row(
                 f"overhead: gather, {label}",
                 "gather_into_tensor",
-                f"dist.{raw_name}",
+                f"torch.empty + dist.{raw_name}",
                 ours,
                 theirs,
                 speedup=False,
@@ -159,8 +163,8 @@ def uneven() -> list[dict[str, Any]]:
         dist.all_gather_object(objects, t)
         return torch.cat(objects)
 
-    ours, padded = interleaved(lambda: gather_uneven(t), pad_and_gather, number=5)
-    ours2, objects = interleaved(lambda: gather_uneven(t), gather_objects, number=5)
+    ours, padded = interleaved(partial(gather_uneven, t), pad_and_gather, number=10, repeat=15)
+    ours2, objects = interleaved(partial(gather_uneven, t), gather_objects, number=10, repeat=15)
     return [
         row(
             "uneven gather, ~1 MiB per rank",

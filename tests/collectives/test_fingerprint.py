@@ -49,7 +49,7 @@ def test_the_majority_call_is_the_reference() -> None:
     usual = _reduce([torch.ones(2, dtype=torch.float64)])
     error = _mismatch([odd, usual, usual])
     assert error.disagreeing_ranks == (0,)
-    assert "rank 0 differ from ranks 1, 2" in str(error)
+    assert "rank 0 differs from ranks 1, 2" in str(error)
 
 
 def test_shapes_beyond_eight_dimensions_are_told_apart() -> None:

@@ -28,7 +28,13 @@ from helios_collectives._objects import exchange_objects
 from helios_collectives._sizes import SizeSpecError, format_bytes, parse_sizes
 from helios_collectives._sweep import SweepPoint, run_sweep
 from helios_collectives._verify import CHECKS, CheckResult, run_checks
-from helios_env import LauncherEnvError, format_report, inspect_environment, report_as_dict
+from helios_env import (
+    EnvironmentReport,
+    LauncherEnvError,
+    format_report,
+    inspect_environment,
+    report_as_dict,
+)
 from helios_pg import local_device, process_group
 
 __all__ = ["main"]
@@ -137,6 +143,34 @@ def _print_text(
         print(_table(headers, rows, {1, 2, 3, 4}), file=out)
 
 
+def _emit(
+    json_target: str | None,
+    report: EnvironmentReport,
+    bindings: list[dict[str, Any]],
+    checks: list[CheckResult],
+    points: list[SweepPoint],
+) -> None:
+    passed = all(c.passed for c in checks)
+    if json_target is None:
+        _print_text(sys.stdout, format_report(report), bindings, checks, points)
+    else:
+        data = {
+            "ok": passed,
+            "environment": report_as_dict(report),
+            "bindings": bindings,
+            "checks": [asdict(c) for c in checks],
+            "benchmark": [asdict(p) for p in points],
+        }
+        text = json.dumps(data, indent=2)
+        if json_target == "-":
+            print(text)
+        else:
+            Path(json_target).write_text(text + "\n", encoding="utf-8")
+    if not passed:
+        failed = [c.name for c in checks if not c.passed]
+        print(f"helios-collectives: FAILED checks: {', '.join(failed)}", file=sys.stderr)
+
+
 def _parse_fault(text: str | None, parser: argparse.ArgumentParser) -> tuple[str, int] | None:
     if text is None:
         return None
@@ -169,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--iters must be >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
     fault = _parse_fault(args.inject_fault, parser)
     try:
-        report = inspect_environment()
+        inspect_environment()
     except LauncherEnvError as exc:
         print(f"helios-collectives: invalid environment: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -177,9 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rank = dist.get_rank()
         progress = sys.stderr if rank == 0 else None
         device = local_device()
-        env_text = format_report(inspect_environment())
-        env_data = report_as_dict(inspect_environment())
-        del report
+        report = inspect_environment()
         bindings = exchange_objects(_binding(device), device)
         if progress:
             print("helios-collectives: verifying collectives ...", file=progress, flush=True)
@@ -191,23 +223,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         passed = all(c.passed for c in checks)
         if rank == 0:
-            full = bindings
-            if args.json is None:
-                _print_text(sys.stdout, env_text, full, checks, points)
-            else:
-                data = {
-                    "ok": passed,
-                    "environment": env_data,
-                    "bindings": full,
-                    "checks": [asdict(c) for c in checks],
-                    "benchmark": [asdict(p) for p in points],
-                }
-                text = json.dumps(data, indent=2)
-                if args.json == "-":
-                    print(text)
-                else:
-                    Path(args.json).write_text(text + "\n", encoding="utf-8")
-            if not passed:
-                failed = [c.name for c in checks if not c.passed]
-                print(f"helios-collectives: FAILED checks: {', '.join(failed)}", file=sys.stderr)
+            _emit(args.json, report, bindings, checks, points)
         return EXIT_OK if passed else EXIT_CHECK_FAILED

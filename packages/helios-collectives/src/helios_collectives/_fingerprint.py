@@ -377,7 +377,8 @@ def check_rows(call: Call, rows: Sequence[Sequence[int]], ranks: Sequence[int]) 
     agreeing = [rank for rank, key in zip(ranks, keys, strict=True) if key == reference]
     message = (
         f"{call.operation.public_name}: ranks disagree on the collective "
-        f"({_ranks_text(disagreeing)} differ from {_ranks_text(agreeing)}), so nothing "
+        f"({_ranks_text(disagreeing)} {'differs' if len(disagreeing) == 1 else 'differ'} "
+        f"from {_ranks_text(agreeing)}), so nothing "
         "was run:\n"
         + "\n".join(lines)
         + "\nevery rank must make the same sequence of collective calls with the same "
