@@ -96,3 +96,11 @@ def test_a_wrong_result_on_one_rank_fails_the_run_and_names_the_rank(tmp_path: P
     assert list(failed["gather_uneven"]) == ["1"]
     assert "values differ" in failed["gather_uneven"]["1"]
     assert "FAILED checks: gather_uneven" in done.stderr
+
+
+def test_a_backend_that_cannot_run_here_exits_with_status_two_naming_the_fix() -> None:
+    code, _, err = _main_job(
+        "--no-bench", "--backend", "nccl", extra_env={"CUDA_VISIBLE_DEVICES": ""}
+    )
+    assert code == 2
+    assert "backend='gloo'" in err

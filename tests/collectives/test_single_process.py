@@ -414,3 +414,8 @@ def test_every_public_function_documents_args_and_raises(name: str) -> None:
     doc = value.__doc__ or ""
     assert "Args:" in doc
     assert "Raises:" in doc
+
+
+def test_safe_barrier_refuses_async_op_rather_than_drop_the_handle(world_of_one: None) -> None:
+    with pytest.raises(CollectiveArgumentError, match="async_op=True"):
+        safe_barrier(async_op=True)

@@ -22,6 +22,8 @@ from tests.env.launchers import slurm_env, torchrun_env
 # (environment, the offending variable, its value as set)
 MALFORMED: list[object] = [
     pytest.param({"RANK": "abc", "WORLD_SIZE": "2"}, "RANK", "abc", id="rank-not-an-integer"),
+    pytest.param({"RANK": "1_0", "WORLD_SIZE": "20"}, "RANK", "1_0", id="rank-with-underscore"),
+    pytest.param({"RANK": "\u0663", "WORLD_SIZE": "4"}, "RANK", "\u0663", id="rank-not-ascii"),
     pytest.param({"RANK": "0", "WORLD_SIZE": "1.5"}, "WORLD_SIZE", "1.5", id="world-size-float"),
     pytest.param(
         {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": ""}, "LOCAL_RANK", "", id="local-rank-empty"

@@ -160,6 +160,18 @@ def test_init_for_several_processes_without_a_rendezvous_names_what_is_missing()
         assert name in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("world_size", "rank", "named"),
+    [(0, -1, "world_size=0"), (-5, -1, "world_size=-5"), (2, 2, "rank=2"), (3, -7, "rank=-7")],
+)
+def test_init_rejects_out_of_range_rank_and_world_size_arguments_before_the_network(
+    world_size: int, rank: int, named: str
+) -> None:
+    with promptly(), pytest.raises(RendezvousConfigError, match=named):
+        init(backend="gloo", world_size=world_size, rank=rank)
+    assert not dist.is_initialized()
+
+
 def test_init_rejects_a_rank_outside_a_world_of_one() -> None:
     with promptly(), pytest.raises(RendezvousConfigError, match="rank=1"):
         init(world_size=1, rank=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import Store
 
-from helios_collectives._errors import BarrierError, BarrierTimeoutError
+from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
 from helios_collectives._fingerprint import Call, Operation, prepare, validation_enabled
 from helios_collectives._group import (
     backend_of,
@@ -45,6 +46,7 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
     Raises:
         CollectiveMismatchError: In validation mode, some ranks are in another
             collective (a ``ValueError``, raised on every rank).
+        CollectiveArgumentError: ``async_op=True`` was given (a ``ValueError``).
         TypeError: ``group`` is not a process group.
     """
     if not is_live():
@@ -55,6 +57,12 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
     else:
         next_sequence("collective", group)
     options = dict(kwargs)
+    if options.get("async_op"):
+        message = (
+            "safe_barrier(async_op=True) would return before the barrier completes and "
+            "drop its handle; call torch.distributed.barrier(async_op=True) for a handle"
+        )
+        raise CollectiveArgumentError(message)
     if "nccl" in backend_of(group) and options.get("device_ids") is None:
         options["device_ids"] = [torch.cuda.current_device()]
     dist.barrier(**options)
@@ -77,6 +85,24 @@ def _as_timedelta(timeout: object) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+# The store can outlive a group: torchrun's agent store serves every init of a restart
+# attempt, and torch names each new default group "0" again. Each group object gets a
+# session number of its own, so a new group never meets the keys of an old one.
+_SESSIONS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDictionary()
+
+
+def _session_prefix(store: Store, group: dist.ProcessGroup, size: int) -> str:
+    prefix = _SESSIONS.get(group)
+    if prefix is None:
+        base = f"{_KEY_PREFIX}/{group.group_name}"
+        # Every member counts in once per group object: members of the n-th group
+        # object under this name draw numbers (n-1)*size+1 .. n*size.
+        session = -(-int(store.add(f"{base}/sessions", 1)) // size)
+        prefix = f"{base}/{session}"
+        _SESSIONS[group] = prefix
+    return prefix
+
+
 def _missing(store: Store, ranks: list[int], keys: list[str]) -> tuple[int, ...]:
     return tuple(rank for rank, key in zip(ranks, keys, strict=True) if not store.check([key]))
 
@@ -90,7 +116,8 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     the backend, so it works alike on gloo and nccl, a rank that never arrives leaves
     the group usable, and on timeout each rank that waited learns from the keys
     exactly which ranks had not arrived. A rank that arrives late, after the others
-    gave up, passes at once. Without an initialized process group it returns at once.
+    gave up, passes at once. Without an initialized process group, or on a rank
+    outside ``group``, it returns at once.
 
     Every rank must make the same sequence of ``barrier`` calls on a group.
 
@@ -113,16 +140,19 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     if not is_live():
         return
     group = require_group("barrier", group)
+    me = dist.get_rank()
+    ranks = global_ranks(group)
+    if me not in ranks:
+        # As torch's own collectives do for a rank outside the group.
+        return
     deadline = time.monotonic() + limit.total_seconds()
     # torch offers no public accessor for the store behind the default group.
     store = dist.distributed_c10d._get_default_store()
     number = next_sequence("barrier", group)
-    prefix = f"{_KEY_PREFIX}/{group.group_name}"
-    me = dist.get_rank()
-    ranks = global_ranks(group)
-    keys = [f"{prefix}/{number}/{rank}" for rank in ranks]
-    count_key = f"{prefix}/{number}/count"
     try:
+        prefix = _session_prefix(store, group, len(ranks))
+        keys = [f"{prefix}/{number}/{rank}" for rank in ranks]
+        count_key = f"{prefix}/{number}/count"
         # Poll rather than store.wait(): a TCPStore client whose wait timed out can
         # be left unusable ("Broken pipe") for the next barrier.
         store.set(f"{prefix}/{number}/{me}", "1")

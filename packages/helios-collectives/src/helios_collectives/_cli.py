@@ -11,6 +11,7 @@ to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -35,7 +36,7 @@ from helios_env import (
     inspect_environment,
     report_as_dict,
 )
-from helios_pg import local_device, process_group
+from helios_pg import ProcessGroupInitError, local_device, process_group
 
 __all__ = ["main"]
 
@@ -190,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             omitted.
 
     Returns:
-        0 when every check passed, 1 when one failed, 2 for a bad argument or a
-        malformed launcher environment.
+        0 when every check passed, 1 when one failed, 2 for a bad argument, a
+        malformed launcher environment, or a process group that could not be created.
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -207,7 +208,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LauncherEnvError as exc:
         print(f"helios-collectives: invalid environment: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    with process_group(backend=args.backend, timeout=timedelta(seconds=args.timeout)):
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(
+                process_group(backend=args.backend, timeout=timedelta(seconds=args.timeout))
+            )
+        except (ValueError, ProcessGroupInitError) as exc:
+            # A backend or device that cannot run here, or a rendezvous that failed:
+            # the setup is at fault, not a collective.
+            print(f"helios-collectives: cannot create the process group: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         rank = dist.get_rank()
         progress = sys.stderr if rank == 0 else None
         device = local_device()

@@ -46,6 +46,7 @@ _OPEN_MPI_NAMES = _Names(
 )
 _SLURM_NAMES = _Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None)
 # A node of a step runs at least one task: counts and repeats are positive.
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 _SLURM_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
 
 
@@ -94,6 +95,9 @@ def _read_int(env: Mapping[str, str], name: str | None, *, minimum: int) -> int 
     if raw is None:
         return None
     try:
+        # ASCII digits only: int() would also take "1_0" and non-ASCII digits.
+        if _INTEGER.fullmatch(raw) is None:
+            raise ValueError(raw)
         value = int(raw.strip(), 10)
     except ValueError:
         kind = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"

@@ -35,6 +35,18 @@ def _needs_rendezvous_from_env(init_method: str | None, store: Any | None) -> bo
     return init_method is None and store is None
 
 
+def _check_rank_arguments(world_size: int, rank: int) -> None:
+    if world_size != -1 and world_size < 1:
+        message = f"world_size must be -1 (from WORLD_SIZE) or >= 1, got world_size={world_size}"
+        raise RendezvousConfigError(message)
+    if rank != -1 and (rank < 0 or (world_size != -1 and rank >= world_size)):
+        message = (
+            f"rank must be -1 (from RANK) or in 0..world_size-1, got rank={rank} with "
+            f"world_size={world_size}"
+        )
+        raise RendezvousConfigError(message)
+
+
 def _connect_env(
     rank: int, world_size: int, timeout: timedelta | None, backend: str, *, need_rank: bool
 ) -> EnvStore:
@@ -117,6 +129,7 @@ def init(
         if device is not None:
             torch.cuda.set_device(device)
         return
+    _check_rank_arguments(world_size, rank)
     env_info = report.info
     launched = report.launcher is not Launcher.NONE
     explicit_world = world_size != -1
@@ -174,18 +187,22 @@ def init(
             timeout=timeout,
             joined=env_store.joined() if env_store is not None else None,
         )
+        # Drop the store here, not when the traceback goes: rank 0's store listens on
+        # MASTER_PORT, and a retry must be able to bind it again.
+        env_store = None
+        kwargs.clear()
         raise ProcessGroupInitError(message) from exc
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:
     """Destroy an initialized process group.
 
+    An unavailable or uninitialized ``torch.distributed``, a call before ``init``,
+    and a group already destroyed are all no-ops, so calling this twice is safe.
+
     Args:
         group: Process group to destroy. None selects the default process group;
             this is a group object, not a rank.
-
-    An unavailable or uninitialized ``torch.distributed``, a call before ``init``,
-    and a group already destroyed are all no-ops, so calling this twice is safe.
     """
     if not dist.is_available() or not dist.is_initialized():
         return

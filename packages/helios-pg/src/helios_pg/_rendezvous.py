@@ -76,9 +76,11 @@ def open_env_store(rank: int, world_size: int, timeout: timedelta) -> EnvStore:
     """
     store, _, _ = next(rendezvous("env://", rank, world_size, timeout=timeout))
     store.set_timeout(timeout)
-    # A restarted torchrun worker group may meet on the same store again.
+    # torchrun's agent store serves every init of a restart attempt, and a program may
+    # init again after shutdown: each init of the job gets a session number of its own.
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    key = f"helios_pg/joined/{attempt}"
+    session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
+    key = f"helios_pg/joined/{attempt}/{session}"
     store.add(key, 1)
     if rank == 0:
         store.set(f"{key}/0", "1")
