@@ -21,7 +21,7 @@ from helios_collectives._group import backend_of, require_group
 
 __all__ = ["all_reduce_tensors"]
 
-_OPTIONS = ("op", "group", "async_op")
+_OPTIONS = frozenset({"op", "group", "async_op"})
 
 
 def _as_tensors(tensor: object) -> tuple[list[torch.Tensor], bool]:
@@ -58,6 +58,24 @@ def _find_issue(
     if is_list and not tensors:
         message = "all_reduce_tensors got an empty list; pass at least one tensor"
         return Issue(Problem.EMPTY_LIST, message)
+    if is_list:
+        issue = _mixed_issue(tensors)
+        if issue is not None:
+            return issue
+    dtype = tensors[0].dtype
+    if op == dist.ReduceOp.AVG and not (dtype.is_floating_point or dtype.is_complex):
+        message = (
+            f"op=ReduceOp.AVG of {dtype} tensors would have to round the mean; reduce a "
+            "floating-point copy (t.to(torch.float32)) or use ReduceOp.SUM and divide as "
+            "you need"
+        )
+        return Issue(Problem.AVG_OF_INTEGERS, message)
+    if not is_list:
+        return overlap_issue(tensors[0], "tensor")
+    return None
+
+
+def _mixed_issue(tensors: Sequence[torch.Tensor]) -> Issue | None:
     dtypes = [t.dtype for t in tensors]
     if len(set(dtypes)) > 1:
         message = (
@@ -72,16 +90,6 @@ def _find_issue(
             "move them first, e.g. [t.to(device) for t in tensors]"
         )
         return Issue(Problem.MIXED_DEVICES, message)
-    dtype = dtypes[0]
-    if op == dist.ReduceOp.AVG and not (dtype.is_floating_point or dtype.is_complex):
-        message = (
-            f"op=ReduceOp.AVG of {dtype} tensors would have to round the mean; reduce a "
-            "floating-point copy (t.to(torch.float32)) or use ReduceOp.SUM and divide as "
-            "you need"
-        )
-        return Issue(Problem.AVG_OF_INTEGERS, message)
-    if not is_list:
-        return overlap_issue(tensors[0], "tensor")
     return None
 
 
@@ -137,11 +145,11 @@ def all_reduce_tensors(
             keyword argument was given.
     """
     tensors, is_list = _as_tensors(tensor)
-    unknown = sorted(set(kwargs) - set(_OPTIONS))
-    if unknown:
+    if kwargs.keys() - _OPTIONS:
+        unknown = sorted(kwargs.keys() - _OPTIONS)
         message = (
             f"all_reduce_tensors got unexpected keyword arguments {unknown}; "
-            f"torch.distributed.all_reduce takes {', '.join(_OPTIONS)}"
+            f"torch.distributed.all_reduce takes {', '.join(sorted(_OPTIONS))}"
         )
         raise TypeError(message)
     group = require_group("all_reduce_tensors", kwargs.get("group"))
