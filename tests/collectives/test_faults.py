@@ -92,14 +92,3 @@ def test_a_dead_peer_makes_the_collective_raise_within_the_timeout(
     elapsed = outcome["elapsed"]
     assert isinstance(elapsed, float)
     assert elapsed < GROUP_TIMEOUT + MARGIN, outcome
-
-
-def test_a_barrier_in_a_new_session_on_the_same_store_ignores_the_old_one() -> None:
-    finished = run_hand_started(WORKERS / "reinit_barrier.py", 2, extra_env=CPU_RUN_ENV, limit=60)
-    outcomes = {(r["session"], r["rank"]): r["outcome"] for r in results(finished)}
-    assert outcomes == {
-        (1, 0): "passed",
-        (1, 1): "passed",
-        (2, 0): "timed out, missing [1]",
-        (2, 1): "skipped",
-    }, "\n".join(f.describe() for f in finished)

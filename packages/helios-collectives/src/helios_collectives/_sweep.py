@@ -18,6 +18,7 @@ from typing import TextIO
 import torch
 import torch.distributed as dist
 
+from helios_collectives._barrier import safe_barrier
 from helios_collectives._gather import gather_into_tensor
 from helios_collectives._reduce import all_reduce_tensors
 from helios_collectives._sizes import format_bytes
@@ -73,7 +74,7 @@ def _timed(op: Callable[[], object], device: torch.device, *, iters: int, warmup
     for _ in range(warmup):
         op()
     _sync(device)
-    dist.barrier()
+    safe_barrier()
     start = time.perf_counter()
     for _ in range(iters):
         op()
