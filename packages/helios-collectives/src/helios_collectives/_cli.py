@@ -30,6 +30,7 @@ from helios_collectives._sizes import SizeSpecError, format_bytes, parse_sizes
 from helios_collectives._sweep import SweepPoint, run_sweep
 from helios_collectives._verify import CHECKS, CheckResult, run_checks
 from helios_env import (
+    DistributedInfo,
     EnvironmentReport,
     LauncherEnvError,
     format_report,
@@ -80,8 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _binding(device: torch.device) -> dict[str, Any]:
-    info = inspect_environment().info
+def _binding(device: torch.device, info: DistributedInfo) -> dict[str, Any]:
     return {
         "rank": info.rank,
         "local_rank": info.local_rank,
@@ -203,26 +203,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.iters < 1 or args.warmup < 0:
         parser.error(f"--iters must be >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
     fault = _parse_fault(args.inject_fault, parser)
-    try:
-        inspect_environment()
-    except LauncherEnvError as exc:
-        print(f"helios-collectives: invalid environment: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(
                 process_group(backend=args.backend, timeout=timedelta(seconds=args.timeout))
             )
         except (ValueError, ProcessGroupInitError) as exc:
-            # A backend or device that cannot run here, or a rendezvous that failed:
-            # the setup is at fault, not a collective.
-            print(f"helios-collectives: cannot create the process group: {exc}", file=sys.stderr)
+            # A malformed launcher variable (init checks them first), a backend or device
+            # that cannot run here, or a rendezvous that failed: the setup is at fault.
+            what = (
+                "invalid environment"
+                if isinstance(exc, LauncherEnvError)
+                else "cannot create the process group"
+            )
+            print(f"helios-collectives: {what}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         rank = dist.get_rank()
         progress = sys.stderr if rank == 0 else None
         device = local_device()
         report = inspect_environment()
-        bindings = exchange_objects(_binding(device), device)
+        bindings = exchange_objects(_binding(device, report.info), device)
         if progress:
             print("helios-collectives: verifying collectives ...", file=progress, flush=True)
         checks = run_checks(device, inject_fault=fault)

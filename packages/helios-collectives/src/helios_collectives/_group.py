@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._errors import ProcessGroupNotInitializedError
+from helios_pg import is_dist_active as is_live
 from helios_pg import local_device
 
 __all__ = [
@@ -23,15 +24,6 @@ __all__ = [
 # Per-group call counters. Keyed weakly by the group object, so a new group (after
 # shutdown and init) starts again at zero and a destroyed one is forgotten.
 _COUNTERS: dict[str, weakref.WeakKeyDictionary[dist.ProcessGroup, int]] = {}
-
-
-def is_live() -> bool:
-    """Tell whether torch.distributed is available and its default group is initialized.
-
-    Returns:
-        True when a default process group exists.
-    """
-    return dist.is_available() and dist.is_initialized()
 
 
 def require_group(operation: str, group: Any = None) -> dist.ProcessGroup:

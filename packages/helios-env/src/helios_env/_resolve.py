@@ -123,20 +123,6 @@ def _live_group() -> tuple[int, int] | None:
         return None
 
 
-def _live_value(getter: str) -> int | None:
-    # The fast path of get_global_rank and get_world_size: one attribute lookup and two
-    # calls into torch when a group is live, no environment parsing.
-    dist: Any = sys.modules.get("torch.distributed")
-    if dist is None:
-        return None
-    try:
-        if not dist.is_initialized():
-            return None
-        return int(getattr(dist, getter)())
-    except (AttributeError, RuntimeError, ValueError):
-        return None
-
-
 def _slurm_local_world_size(env: Mapping[str, str]) -> tuple[int, str] | None:
     # SLURM_STEP_TASKS_PER_NODE looks like "2(x3),1": 2 tasks on each of 3 nodes, then 1.
     raw = env.get("SLURM_STEP_TASKS_PER_NODE")
@@ -266,12 +252,13 @@ def _master(env: Mapping[str, str]) -> tuple[str | None, int | None]:
     return addr, port
 
 
-def _resolve(env: Mapping[str, str]) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
+def _resolve(
+    env: Mapping[str, str], group: tuple[int, int] | None
+) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
     launcher = detect_launcher(env)
     names = _names_for(launcher)
     # LOCAL_RANK alone, with no RANK/WORLD_SIZE, is still validated and reported.
     found = _from_variables(env, names if names is not None else _ENV_NAMES)
-    group = _live_group()
     if group is not None:
         rank, world_size = group
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}
@@ -305,7 +292,7 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
             names the variable and its value.
     """
     env = os.environ if environ is None else environ
-    info, sources, launcher, live = _resolve(env)
+    info, sources, launcher, live = _resolve(env, _live_group())
     addr, port = _master(env)
     # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
     # srun started it: a plain or torchrun process in a batch script must not read them.
@@ -350,9 +337,13 @@ def get_dist_info() -> DistributedInfo:
             ``RANK >= WORLD_SIZE``, ``LOCAL_RANK >= LOCAL_WORLD_SIZE``, ``MASTER_PORT``
             outside 1..65535, ...); the message names the variable and its value.
     """
+    return _from_environment(_live_group())
+
+
+def _from_environment(group: tuple[int, int] | None) -> DistributedInfo:
     env = os.environ
     _master(env)
-    return _resolve(env)[0]
+    return _resolve(env, group)[0]
 
 
 def get_local_rank() -> int:
@@ -379,8 +370,8 @@ def get_global_rank() -> int:
     Raises:
         LauncherEnvError: No group is live and a launcher variable is malformed.
     """
-    rank = _live_value("get_rank")
-    return get_dist_info().rank if rank is None else rank
+    group = _live_group()
+    return group[0] if group is not None else _from_environment(None).rank
 
 
 def get_local_world_size() -> int:
@@ -407,5 +398,5 @@ def get_world_size() -> int:
     Raises:
         LauncherEnvError: No group is live and a launcher variable is malformed.
     """
-    size = _live_value("get_world_size")
-    return get_dist_info().world_size if size is None else size
+    group = _live_group()
+    return group[1] if group is not None else _from_environment(None).world_size
