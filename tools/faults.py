@@ -430,6 +430,9 @@ def worker_groups(scenarios_json: str, parallel: int, limit: float) -> int:
     """Fork a group of ``WORLD`` ranks per scenario, ``parallel`` scenarios at a time."""
     import warnings
 
+    # numpy, when installed, starts an OpenBLAS thread pool as torch imports it; this
+    # process must hold a single thread when it forks.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import torch  # noqa: F401
 
     import helios_collectives  # noqa: F401

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import helios_pg
 from helios_collectives._sizes import SizeSpecError, format_bytes, parse_size, parse_sizes
 from helios_collectives._sweep import bus_factor
 from tests.support.procs import base_env, run_processes, run_torchrun
@@ -53,7 +54,7 @@ def test_a_plain_run_passes_every_check_and_reports_json() -> None:
     data = json.loads(out)
     assert data["ok"] is True
     assert data["environment"]["world_size"] == 1
-    assert [b["backend"] for b in data["bindings"]] == ["helios-local"]
+    assert [b["backend"] for b in data["bindings"]] == [helios_pg.default_backend()]
     assert all(check["passed"] for check in data["checks"])
     assert {p["operation"] for p in data["benchmark"]} == {"all_reduce", "all_gather"}
     assert len(data["benchmark"]) == 2 * 3

@@ -8,6 +8,7 @@ and results at world size one are right.
 from __future__ import annotations
 
 import pickle
+import types
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,9 @@ from helios_collectives import (
     gather_uneven,
     safe_barrier,
 )
+from helios_collectives._comm import gather_function_name
+
+GATHER = gather_function_name(dist)  # the gather torch offers: all_gather_single where it can
 
 Calls = list[tuple[tuple[Any, ...], dict[str, Any]]]
 Spy = Callable[[str], Calls]
@@ -138,19 +142,19 @@ def test_gather_into_tensor_of_a_view_at_world_one(world_of_one: None) -> None:
     assert gather_into_tensor(view, (3,)).tolist() == [1.0, 5.0, 9.0]
 
 
-def test_gather_into_tensor_uses_all_gather_single(world_of_one: None, spy: Spy) -> None:
-    calls = spy("all_gather_single")
+def test_gather_into_tensor_runs_one_gather(world_of_one: None, spy: Spy) -> None:
+    calls = spy(GATHER)
     gather_into_tensor(torch.ones(3), (3,))
     assert len(calls) == 1
 
 
-def test_gather_into_tensor_falls_back_to_all_gather_into_tensor_on_older_torch(
-    world_of_one: None, monkeypatch: pytest.MonkeyPatch, spy: Spy
-) -> None:
-    monkeypatch.delattr(dist, "all_gather_single")
-    calls = spy("all_gather_into_tensor")
-    assert gather_into_tensor(torch.arange(3.0), (1, 3)).tolist() == [[0.0, 1.0, 2.0]]
-    assert len(calls) == 1
+def test_the_gather_falls_back_to_all_gather_into_tensor_on_older_torch() -> None:
+    older = types.ModuleType("older_torch_distributed")
+    older.all_gather_into_tensor = dist.all_gather_into_tensor  # type: ignore[attr-defined]
+    assert gather_function_name(older) == "all_gather_into_tensor"
+    newer = types.ModuleType("newer_torch_distributed")
+    newer.all_gather_single = dist.all_gather_into_tensor  # type: ignore[attr-defined]
+    assert gather_function_name(newer) == "all_gather_single"
 
 
 # ------------------------------------------------------------ all_reduce_tensors
@@ -214,7 +218,7 @@ def test_all_reduce_tensors_rejects_non_tensors(world_of_one: None, value: Any) 
 
 def test_all_reduce_tensors_reduces_a_list_in_one_all_reduce(world_of_one: None, spy: Spy) -> None:
     calls = spy("all_reduce")
-    gathers = spy("all_gather_single")
+    gathers = spy(GATHER)
     out = all_reduce_tensors([torch.tensor(1.0), torch.ones(2, 2), torch.tensor(2.0)] * 10)
     assert len(calls) == 1
     assert gathers == []
@@ -299,10 +303,10 @@ def test_gather_uneven_refuses_a_0d_tensor(world_of_one: None) -> None:
         lambda v: safe_barrier(validate=v),
     ],
 )
-def test_validation_adds_one_fingerprint_gather(
+def test_validation_adds_one_description_gather(
     world_of_one: None, spy: Spy, call: Callable[[bool], object]
 ) -> None:
-    gathers = spy("all_gather_single")
+    gathers = spy(GATHER)
     call(False)
     plain = len(gathers)
     call(True)
@@ -312,7 +316,7 @@ def test_validation_adds_one_fingerprint_gather(
 def test_the_environment_variable_turns_validation_on(
     world_of_one: None, spy: Spy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gathers = spy("all_gather_single")
+    gathers = spy(GATHER)
     monkeypatch.setenv(VALIDATE_ENV_VAR, "1")
     all_reduce_tensors(torch.ones(2))
     assert len(gathers) == 1
@@ -321,7 +325,7 @@ def test_the_environment_variable_turns_validation_on(
 def test_an_explicit_argument_beats_the_environment_variable(
     world_of_one: None, spy: Spy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gathers = spy("all_gather_single")
+    gathers = spy(GATHER)
     monkeypatch.setenv(VALIDATE_ENV_VAR, "1")
     all_reduce_tensors(torch.ones(2), validate=False)
     assert gathers == []
@@ -419,3 +423,19 @@ def test_every_public_function_documents_args_and_raises(name: str) -> None:
 def test_safe_barrier_refuses_async_op_rather_than_drop_the_handle(world_of_one: None) -> None:
     with pytest.raises(CollectiveArgumentError, match="async_op=True"):
         safe_barrier(async_op=True)
+
+
+@pytest.mark.parametrize("validate", [True, False, None])
+def test_safe_barrier_refuses_async_op_before_anything_is_sent(
+    world_of_one: None, no_communication: None, validate: bool | None
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="async_op=True"):
+        safe_barrier(async_op=True, validate=validate)
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_all_reduce_tensors_refuses_async_op_before_anything_is_sent(
+    world_of_one: None, no_communication: None, validate: bool
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="async_op=True"):
+        all_reduce_tensors(torch.ones(2), async_op=True, validate=validate)

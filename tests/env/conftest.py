@@ -31,7 +31,7 @@ def live_group(monkeypatch: pytest.MonkeyPatch) -> LiveGroup:
     """Install a stand-in for ``torch.distributed`` in ``sys.modules``.
 
     These tests must run without torch, so a real group is out of reach here; the
-    stand-in answers exactly the four calls helios_env makes. tests/pg checks the
+    stand-in offers exactly what helios_env reads, ``group.WORLD``. tests/pg checks the
     same paths against a real gloo group.
     """
 

@@ -99,11 +99,33 @@ def slurm_env(
     }
 
 
+class FakeGroup:
+    """The stand-in default process group: ``rank()`` and ``size()``."""
+
+    def __init__(self, rank: int, world_size: int, error: Exception | None) -> None:
+        self._rank = rank
+        self._world_size = world_size
+        self._error = error
+        self.calls = 0
+
+    def rank(self) -> int:
+        self.calls += 1
+        if self._error is not None:
+            raise self._error
+        return self._rank
+
+    def size(self) -> int:
+        return self._world_size
+
+
 class FakeDistributed(types.ModuleType):
-    """A ``torch.distributed`` stand-in: the four functions helios_env calls.
+    """A ``torch.distributed`` stand-in: ``group.WORLD``, which helios_env reads.
+
+    Without distributed support torch has no ``group`` at all; without an initialized
+    default group ``group.WORLD`` is None.
 
     Attributes:
-        calls: How many times ``get_rank`` was called.
+        calls: How many times the group's ``rank()`` was called.
     """
 
     def __init__(
@@ -116,27 +138,13 @@ class FakeDistributed(types.ModuleType):
         error: Exception | None,
     ) -> None:
         super().__init__("torch.distributed")
-        self._rank = rank
-        self._world_size = world_size
-        self._available = available
-        self._initialized = initialized
-        self._error = error
-        self.calls = 0
+        self._world = FakeGroup(rank, world_size, error) if initialized else None
+        if available:
+            self.group = types.SimpleNamespace(WORLD=self._world)
 
-    def is_available(self) -> bool:
-        return self._available
-
-    def is_initialized(self) -> bool:
-        return self._initialized
-
-    def get_rank(self) -> int:
-        self.calls += 1
-        if self._error is not None:
-            raise self._error
-        return self._rank
-
-    def get_world_size(self) -> int:
-        return self._world_size
+    @property
+    def calls(self) -> int:
+        return 0 if self._world is None else self._world.calls
 
 
 LiveGroup = Callable[..., FakeDistributed]

@@ -98,7 +98,7 @@ def test_an_unavailable_distributed_package_is_absent(live_group: LiveGroup) -> 
     assert get_dist_info() == DistributedInfo()
 
 
-def test_a_group_that_raises_on_get_rank_is_absent(
+def test_a_group_that_raises_on_rank_is_absent(
     monkeypatch: pytest.MonkeyPatch, live_group: LiveGroup
 ) -> None:
     set_environ(monkeypatch, hand_set_env(rank=1, world_size=2))

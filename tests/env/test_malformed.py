@@ -179,14 +179,53 @@ def test_inspect_environment_names_the_malformed_variable_and_its_value(
     assert f"{variable}={value!r}" in str(caught.value)
 
 
-@pytest.mark.parametrize("getter", GETTERS)
-def test_every_getter_raises_on_a_malformed_variable(
+# Each getter and a malformed variable its own answer is read from.
+GETTER_INPUTS: list[tuple[Callable[[], object], dict[str, str], str]] = [
+    (get_dist_info, {"RANK": "-1", "WORLD_SIZE": "2"}, "RANK='-1'"),
+    (get_global_rank, {"RANK": "-1", "WORLD_SIZE": "2"}, "RANK='-1'"),
+    (get_world_size, {"RANK": "0", "WORLD_SIZE": "0"}, "WORLD_SIZE='0'"),
+    (get_local_rank, {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "x"}, "LOCAL_RANK='x'"),
+    (get_local_rank, {"RANK": "-1", "WORLD_SIZE": "2"}, "RANK='-1'"),
+    (
+        get_local_world_size,
+        {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "3"},
+        "LOCAL_WORLD_SIZE='3'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("getter", "environ", "named"), GETTER_INPUTS, ids=[g.__name__ for g, _, _ in GETTER_INPUTS]
+)
+def test_every_getter_raises_on_a_malformed_variable_it_reads(
+    monkeypatch: pytest.MonkeyPatch,
+    getter: Callable[[], object],
+    environ: dict[str, str],
+    named: str,
+) -> None:
+    set_environ(monkeypatch, environ)
+
+    with pytest.raises(LauncherEnvError, match=named):
+        getter()
+
+
+@pytest.mark.parametrize("getter", GETTERS[1:])
+def test_single_value_getters_ignore_a_malformed_rendezvous_variable(
     monkeypatch: pytest.MonkeyPatch, getter: Callable[[], object]
 ) -> None:
-    set_environ(monkeypatch, {"RANK": "-1", "WORLD_SIZE": "2"})
+    set_environ(monkeypatch, {"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "70000"})
 
-    with pytest.raises(ValueError, match=r"RANK='-1'"):
-        getter()
+    with pytest.raises(LauncherEnvError, match="MASTER_PORT"):
+        get_dist_info()
+    assert getter() in (1, 2)
+
+
+def test_the_global_rank_ignores_a_malformed_world_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_environ(monkeypatch, {"RANK": "1", "WORLD_SIZE": "two"})
+
+    assert get_global_rank() == 1
+    with pytest.raises(LauncherEnvError, match="WORLD_SIZE='two'"):
+        get_world_size()
 
 
 @pytest.mark.parametrize(("present", "missing"), [("RANK", "WORLD_SIZE"), ("WORLD_SIZE", "RANK")])

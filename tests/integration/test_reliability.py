@@ -160,7 +160,7 @@ def deaths_run(tmp_path_factory: pytest.TempPathFactory) -> Launch:
         f"--timeout={GROUP_TIMEOUT}",
         f"--barrier-timeout={BARRIER_TIMEOUT}",
         f"--limit={GROUP_TIMEOUT + MARGIN}",
-        "--parallel=12",
+        "--parallel=4",
     ]
     env = base_env({"CUDA_VISIBLE_DEVICES": "", MARKER: tag})
     finished = run_processes([(command, env)], limit=110)

@@ -62,10 +62,11 @@ def test_default_backend_is_gloo_without_cuda() -> None:
     assert helios_pg.default_backend() == "gloo"
 
 
-def test_a_plain_process_runs_on_the_in_process_backend_by_default() -> None:
+@NO_CUDA
+def test_a_plain_process_runs_gloo_by_default_without_cuda() -> None:
     init(timeout=TIMEOUT)
     try:
-        assert dist.get_backend() == helios_pg.LOCAL_BACKEND
+        assert dist.get_backend() == "gloo"
     finally:
         shutdown()
 
@@ -102,8 +103,12 @@ def test_a_world_of_one_keeps_ordinary_collective_and_work_behaviour() -> None:
         work = dist.all_reduce(tensor, async_op=True)
         assert work is not None
         assert work.wait()
-        # torch wraps a Python backend's Work and forwards only wait and get_future.
-        assert work.get_future().done()
+        assert work.is_completed()
+        assert work.exception() is None
+        future = work.get_future()
+        assert future.done()
+        assert [t.tolist() for t in future.value()] == [[0.0, 1.0, 2.0, 3.0]]
+        assert [t.tolist() for t in work.result()] == [[0.0, 1.0, 2.0, 3.0]]
         assert tensor.tolist() == [0.0, 1.0, 2.0, 3.0]
         gathered = [torch.zeros(2, device=local_device())]
         dist.all_gather(gathered, torch.tensor([5.0, 6.0], device=local_device()))
@@ -189,7 +194,7 @@ def test_init_on_a_live_group_keeps_it() -> None:
         init(timeout=TIMEOUT)
         init(backend="gloo", world_size=1, rank=0)
         assert dist.group.WORLD is world
-        assert dist.get_backend() == helios_pg.LOCAL_BACKEND
+        assert dist.get_backend() == helios_pg.default_backend()
         assert summed(1.0) == 1.0
     finally:
         shutdown()

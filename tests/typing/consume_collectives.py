@@ -15,7 +15,6 @@ import torch.distributed as dist
 
 import helios_collectives
 from helios_collectives import (
-    FINGERPRINT_SLOTS,
     VALIDATE_ENV_VAR,
     BarrierError,
     BarrierTimeoutError,
@@ -58,7 +57,6 @@ def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
     assert_type(barrier(timeout=timedelta(seconds=5), group=group), None)
 
     assert_type(VALIDATE_ENV_VAR, str)
-    assert_type(FINGERPRINT_SLOTS, int)
 
     try:
         barrier(1)

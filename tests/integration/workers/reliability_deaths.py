@@ -39,6 +39,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+# numpy, when installed, starts an OpenBLAS thread pool as torch imports it; this
+# process must hold a single thread when it forks.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import torch
 import torch.distributed as dist
 

@@ -1,9 +1,10 @@
 """Worker for one plain process: the world-size-one path, and what reaches torch.
 
 Started with no launcher variable and no ``MASTER_*``. It compares the process's
-listening TCP sockets and its environment before and after ``init``, checks that the
-probe sees a socket it opens itself, and registers a probe backend that records the
-``pg_options`` and ``timeout`` torch hands to a backend's constructor.
+listening TCP sockets (gloo's transport may open its own, on an ephemeral port) and
+its environment before and after ``init``, checks that the probe sees a socket it
+opens itself, and registers a probe backend that records the ``pg_options`` and
+``timeout`` torch hands to a backend's constructor.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def listening_sockets() -> list[str]:
     return sorted(found)
 
 
+def ephemeral_range() -> list[int]:
+    """The kernel's range of ports for sockets bound to port 0."""
+    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return [int(low), int(high)]
+
+
 def control() -> bool:
     """Whether the probe sees a listening socket this process opens on purpose."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -69,6 +76,7 @@ def world_of_one() -> None:
             backend=dist.get_backend(),
             total=tensor.tolist(),
             new_listeners=sorted(set(after) - set(before)),
+            ephemeral=ephemeral_range(),
             changed=sorted(
                 k for k in {*environ, *os.environ} if environ.get(k) != os.environ.get(k)
             ),

@@ -17,12 +17,11 @@ from helios_collectives._errors import (
     CollectiveMismatchError,
     ProcessGroupNotInitializedError,
 )
-from helios_collectives._fingerprint import FINGERPRINT_SLOTS, VALIDATE_ENV_VAR
 from helios_collectives._gather import UnevenGather, gather_into_tensor, gather_uneven
 from helios_collectives._reduce import all_reduce_tensors
+from helios_collectives._validation import VALIDATE_ENV_VAR
 
 __all__ = [
-    "FINGERPRINT_SLOTS",
     "VALIDATE_ENV_VAR",
     "BarrierError",
     "BarrierTimeoutError",

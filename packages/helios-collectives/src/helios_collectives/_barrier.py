@@ -13,17 +13,13 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import Store
 
 from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
-from helios_collectives._fingerprint import Call, Operation, prepare, validation_enabled
-from helios_collectives._group import (
-    backend_of,
-    global_ranks,
-    is_live,
-    next_sequence,
-    require_group,
-)
+from helios_collectives._group import backend_of, global_ranks, require_group
+from helios_collectives._validation import Description, exchange, validation_enabled
 
 __all__ = ["barrier", "safe_barrier"]
 
+_AVAILABLE = dist.is_available()
+_NCCL: weakref.WeakKeyDictionary[dist.ProcessGroup, bool] = weakref.WeakKeyDictionary()
 _KEY_PREFIX = "helios_collectives/barrier"
 _MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
 
@@ -37,7 +33,7 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
     never has to guess which GPU to synchronize on.
 
     Args:
-        validate: Exchange a fingerprint of the call first and raise on every rank
+        validate: Exchange a description of the call first and raise on every rank
             when the ranks are not all in a barrier (see
             ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
         **kwargs: Keyword arguments for ``torch.distributed.barrier`` (``group``,
@@ -46,26 +42,32 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
     Raises:
         CollectiveMismatchError: In validation mode, some ranks are in another
             collective (a ``ValueError``, raised on every rank).
-        CollectiveArgumentError: ``async_op=True`` was given (a ``ValueError``).
+        CollectiveArgumentError: ``async_op=True`` was given (a ``ValueError``, raised
+            before anything is sent).
         TypeError: ``group`` is not a process group.
     """
-    if not is_live():
-        return
-    group = require_group("safe_barrier", kwargs.get("group"))
-    if validation_enabled(validate):
-        prepare(Call(Operation.SAFE_BARRIER), None, group, validate=True)
-    else:
-        next_sequence("collective", group)
-    options = dict(kwargs)
-    if options.get("async_op"):
+    if kwargs.get("async_op"):
         message = (
             "safe_barrier(async_op=True) would return before the barrier completes and "
             "drop its handle; call torch.distributed.barrier(async_op=True) for a handle"
         )
         raise CollectiveArgumentError(message)
-    if "nccl" in backend_of(group) and options.get("device_ids") is None:
-        options["device_ids"] = [torch.cuda.current_device()]
-    dist.barrier(**options)
+    if not (_AVAILABLE and dist.is_initialized()):
+        return
+    group = require_group("safe_barrier", kwargs.get("group"))
+    if validation_enabled(validate):
+        exchange(Description("safe_barrier"), group)
+    if kwargs.get("device_ids") is None and _uses_nccl(group):
+        kwargs["device_ids"] = [torch.cuda.current_device()]
+    dist.barrier(**kwargs)
+
+
+def _uses_nccl(group: dist.ProcessGroup) -> bool:
+    # A group's backend never changes: ask torch once per group object.
+    known = _NCCL.get(group)
+    if known is None:
+        known = _NCCL[group] = "nccl" in backend_of(group)
+    return known
 
 
 def _as_timedelta(timeout: object) -> timedelta:
@@ -89,6 +91,8 @@ def _as_timedelta(timeout: object) -> timedelta:
 # attempt, and torch names each new default group "0" again. Each group object gets a
 # session number of its own, so a new group never meets the keys of an old one.
 _SESSIONS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDictionary()
+# Barriers are numbered per group object, so a new group starts again at one.
+_BARRIERS: weakref.WeakKeyDictionary[dist.ProcessGroup, int] = weakref.WeakKeyDictionary()
 
 
 def _session_prefix(store: Store, group: dist.ProcessGroup, size: int) -> str:
@@ -137,7 +141,7 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
         ValueError: ``timeout`` is not positive and finite.
     """
     limit = _as_timedelta(timeout)
-    if not is_live():
+    if not (_AVAILABLE and dist.is_initialized()):
         return
     group = require_group("barrier", group)
     me = dist.get_rank()
@@ -148,7 +152,8 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     deadline = time.monotonic() + limit.total_seconds()
     # torch offers no public accessor for the store behind the default group.
     store = dist.distributed_c10d._get_default_store()
-    number = next_sequence("barrier", group)
+    number = _BARRIERS.get(group, 0) + 1
+    _BARRIERS[group] = number
     try:
         prefix = _session_prefix(store, group, len(ranks))
         keys = [f"{prefix}/{number}/{rank}" for rank in ranks]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from helios_collectives._fingerprint import Issue, Problem
-
-__all__ = ["check_tensor", "overlap_issue"]
+__all__ = ["check_tensor", "overlap_problem"]
 
 
 def check_tensor(value: object, what: str) -> torch.Tensor:
@@ -28,7 +26,7 @@ def check_tensor(value: object, what: str) -> torch.Tensor:
     return value
 
 
-def overlap_issue(tensor: torch.Tensor, what: str) -> Issue | None:
+def overlap_problem(tensor: torch.Tensor, what: str) -> str | None:
     """Find elements that share memory (an ``expand``-ed view): no collective can write them.
 
     Args:
@@ -36,14 +34,15 @@ def overlap_issue(tensor: torch.Tensor, what: str) -> Issue | None:
         what: How to name it in the message.
 
     Returns:
-        The problem, or None.
+        The message naming the problem and the fix, or None.
     """
+    if tensor.is_contiguous():
+        return None
     for size, stride in zip(tensor.shape, tensor.stride(), strict=True):
         if size > 1 and stride == 0:
-            message = (
+            return (
                 f"{what} has overlapping memory (shape {tuple(tensor.shape)}, stride "
                 f"{tuple(tensor.stride())}, as from expand()), so it cannot be reduced in "
                 f"place; pass {what}.clone() or {what}.contiguous()"
             )
-            return Issue(Problem.OVERLAPPING_MEMORY, message)
     return None

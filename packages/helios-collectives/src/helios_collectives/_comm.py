@@ -1,35 +1,48 @@
-"""The raw torch calls, looked up at call time so the current API is always used."""
+"""The raw torch gather: the current API where this torch has it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from types import ModuleType
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_gather_flat"]
-
-_GatherFn = Callable[..., object]
+__all__ = ["all_gather_flat", "gather_function_name"]
 
 
-def _gather_function() -> _GatherFn:
-    # torch deprecates all_gather_into_tensor in favour of all_gather_single where the
-    # latter exists; older torch has only all_gather_into_tensor, not deprecated there.
-    current: _GatherFn | None = getattr(dist, "all_gather_single", None)
-    if current is not None:
-        return current
-    older: _GatherFn = dist.all_gather_into_tensor
-    return older
+def gather_function_name(module: ModuleType) -> str:
+    """Name the flat all-gather to call in ``module`` (``torch.distributed``).
+
+    torch deprecates ``all_gather_into_tensor`` in favour of ``all_gather_single``
+    where the latter exists; older torch has only ``all_gather_into_tensor``, not
+    deprecated there.
+
+    Args:
+        module: ``torch.distributed``, or a stand-in for it.
+
+    Returns:
+        ``"all_gather_single"`` when ``module`` has it, else ``"all_gather_into_tensor"``.
+    """
+    return "all_gather_single" if hasattr(module, "all_gather_single") else "all_gather_into_tensor"
+
+
+_GATHER = gather_function_name(dist)
 
 
 def all_gather_flat(output: torch.Tensor, local: torch.Tensor, group: dist.ProcessGroup) -> None:
-    """Gather every rank's 1-D ``local`` into the 1-D ``output``, in group-rank order.
+    """Gather every rank's ``local`` into ``output``, in group-rank order.
 
-    Flat buffers suit every backend: gloo accepts only the concatenated form.
+    Both are passed flat, which suits every backend: gloo accepts only the
+    concatenated form.
 
     Args:
-        output: Contiguous 1-D tensor of ``group.size() * local.numel()`` elements.
-        local: Contiguous 1-D tensor, the same element count on every rank.
+        output: Contiguous tensor of ``group.size() * local.numel()`` elements.
+        local: Contiguous tensor, the same element count on every rank.
         group: The process group.
     """
-    _gather_function()(output, local, group=group)
+    # Looked up on each call, so that a wrapper installed on torch.distributed is seen.
+    getattr(dist, _GATHER)(
+        output if output.dim() == 1 else output.view(-1),
+        local if local.dim() == 1 else local.view(-1),
+        group=group,
+    )

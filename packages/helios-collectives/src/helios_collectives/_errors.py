@@ -17,9 +17,10 @@ __all__ = [
 class CollectiveArgumentError(ValueError):
     """The arguments of a collective are wrong on this rank; nothing was communicated.
 
-    In validation mode the same error is raised on every rank after the fingerprint
-    exchange (all ranks then passed the same wrong arguments); otherwise it is raised
-    before any communication, on the ranks whose arguments are wrong.
+    In validation mode the same error is raised on every rank after the ranks exchanged
+    descriptions of their calls (all ranks then passed the same wrong arguments);
+    otherwise it is raised before any communication, on the ranks whose arguments are
+    wrong.
     """
 
 

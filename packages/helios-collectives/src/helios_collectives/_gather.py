@@ -12,21 +12,21 @@ import torch.distributed as dist
 
 from helios_collectives._checks import check_tensor
 from helios_collectives._comm import all_gather_flat
-from helios_collectives._fingerprint import (
-    Call,
-    Issue,
-    Operation,
-    Problem,
-    first_dims,
-    prepare,
+from helios_collectives._errors import CollectiveArgumentError
+from helios_collectives._group import require_group
+from helios_collectives._validation import (
+    Description,
+    describe_tensors,
+    run_with_problem,
     validation_enabled,
 )
-from helios_collectives._group import require_group
 
 __all__ = ["UnevenGather", "gather_into_tensor", "gather_uneven"]
 
 
 def _check_size(size: object) -> tuple[int, ...]:
+    if type(size) is tuple and all(type(d) is int and d >= 0 for d in size):
+        return size  # the common call, checked in one pass
     if isinstance(size, int) and not isinstance(size, bool):
         size = (size,)
     if not isinstance(size, (tuple, list, torch.Size)):
@@ -35,17 +35,32 @@ def _check_size(size: object) -> tuple[int, ...]:
         )
         raise TypeError(message)
     dims = cast("Sequence[object]", size)
-    for dim in dims:
+    for index, dim in enumerate(dims):
         if isinstance(dim, bool) or not isinstance(dim, int):
-            message = f"size must hold ints, got {size!r}"
+            message = (
+                f"size must hold ints, got size[{index}]={dim!r} of type "
+                f"{type(dim).__name__} in {size!r}"
+            )
             raise TypeError(message)
         if dim < 0:
             message = (
-                f"size must hold non-negative ints, got {size!r}; give every dimension "
-                "explicitly (no -1)"
+                f"size must hold non-negative ints, got size[{index}]={dim} in {size!r}; "
+                "give every dimension explicitly (no -1)"
             )
             raise ValueError(message)
     return tuple(cast("Sequence[int]", dims))
+
+
+def _size_problem(tensor: torch.Tensor, shape: tuple[int, ...], world: int) -> str:
+    wanted = world * tensor.numel()
+    got = math.prod(shape)
+    concatenated = (world * tensor.shape[0], *tensor.shape[1:]) if tensor.dim() else (world,)
+    stacked = (world, *tensor.shape)
+    return (
+        f"size {shape} has {got} elements, but gathering a tensor of shape "
+        f"{tuple(tensor.shape)} from {world} rank{'' if world == 1 else 's'} gives {wanted}; "
+        f"pass size={concatenated} (concatenated) or {stacked} (stacked)"
+    )
 
 
 def gather_into_tensor(
@@ -70,7 +85,7 @@ def gather_into_tensor(
         size: Shape of the result; its element count must be
             ``world_size * tensor.numel()``.
         group: Process group to gather over; None selects the default group.
-        validate: Exchange a fingerprint of the call first and raise on every rank
+        validate: Exchange a description of the call first and raise on every rank
             when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
             that variable.
 
@@ -90,31 +105,18 @@ def gather_into_tensor(
     """
     tensor = check_tensor(tensor, "tensor")
     shape = _check_size(size)
-    group = require_group("gather_into_tensor", group)
-    validating = validation_enabled(validate)
-    world = group.size()
-    wanted = world * tensor.numel()
-    issue = None
-    if math.prod(shape) != wanted:
-        concatenated = (world * tensor.shape[0], *tensor.shape[1:]) if tensor.dim() else (world,)
-        stacked = (world, *tensor.shape)
-        message = (
-            f"size {shape} has {math.prod(shape)} elements, but gathering a tensor of shape "
-            f"{tuple(tensor.shape)} from {world} rank{'' if world == 1 else 's'} gives {wanted}; "
-            "pass "
-            f"size={concatenated} (concatenated) or {stacked} (stacked)"
-        )
-        issue = Issue(Problem.SIZE, message)
-    call = Call(
-        Operation.GATHER_INTO_TENSOR,
-        [tensor],
-        problem=issue.problem if issue is not None else Problem.NONE,
-        out_numel=math.prod(shape),
-    )
-    prepare(call, issue, group, validate=validating)
-
+    pg = require_group("gather_into_tensor", group)
+    world = pg.size()
+    problem = None
+    if math.prod(shape) != world * tensor.numel():
+        problem = _size_problem(tensor, shape, world)
+    if validation_enabled(validate):
+        fields = (*describe_tensors([tensor], is_list=False), ("size", str(shape)))
+        run_with_problem(Description("gather_into_tensor", fields), problem, pg)
+    elif problem is not None:
+        raise CollectiveArgumentError(problem)
     output = torch.empty(shape, dtype=tensor.dtype, device=tensor.device)
-    all_gather_flat(output.view(-1), tensor.contiguous().view(-1), group)
+    all_gather_flat(output, tensor if tensor.is_contiguous() else tensor.contiguous(), pg)
     return output
 
 
@@ -142,13 +144,13 @@ class UnevenGather:
 def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = None) -> UnevenGather:
     """Gather tensors whose dim 0 differs by rank, concatenated along dim 0.
 
-    The ranks first exchange a small fingerprint of their call (dim 0 and the rest of
-    the shape, dtype, device type and call number) in one collective, so ranks that
+    The ranks first exchange a short description of their call (dim 0 and the rest
+    of the shape, dtype, device type and call number) in one collective, so ranks that
     disagree on anything but dim 0 get a ``CollectiveMismatchError`` on every rank,
     naming the ranks and how they differ, instead of an abort or garbage. Each rank
     then pads its tensor to the largest dim 0 and one ``all_gather`` moves the data;
     the padding is dropped from the result. (Two collectives per call; validation
-    mode adds nothing, as the fingerprint is always exchanged.)
+    mode adds nothing, as the description is always exchanged.)
 
     Args:
         tensor: This rank's tensor, with at least one dimension. Non-contiguous
@@ -169,23 +171,17 @@ def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = Non
         TypeError: ``tensor`` is not a tensor.
     """
     tensor = check_tensor(tensor, "tensor")
-    group = require_group("gather_uneven", group)
-    issue = None
+    pg = require_group("gather_uneven", group)
+    problem = None
     if tensor.dim() == 0:
-        message = (
+        problem = (
             "gather_uneven needs a tensor with at least one dimension, got a 0-d tensor; "
             "pass tensor.reshape(1)"
         )
-        issue = Issue(Problem.ZERO_DIM, message)
-    call = Call(
-        Operation.GATHER_UNEVEN,
-        [tensor],
-        problem=issue.problem if issue is not None else Problem.NONE,
-        free_first_dim=True,
-    )
-    rows = prepare(call, issue, group, validate=True, always_exchange=True)
-    assert rows is not None  # always_exchange
-    sizes = tuple(first_dims(rows))
+    fields = describe_tensors([tensor], is_list=False, free_first_dim=True)
+    rows = tensor.shape[0] if tensor.dim() else 0
+    calls = run_with_problem(Description("gather_uneven", fields, rows=rows), problem, pg)
+    sizes = tuple(int(call["rows"]) for call in calls)
     rest = tuple(tensor.shape[1:])
     largest = max(sizes)
     if largest == 0:
@@ -196,10 +192,8 @@ def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = Non
     else:
         local = tensor.new_zeros((largest, *rest))
         local[: tensor.shape[0]] = tensor
-    gathered = torch.empty(
-        (group.size() * largest, *rest), dtype=tensor.dtype, device=tensor.device
-    )
-    all_gather_flat(gathered.view(-1), local.view(-1), group)
+    gathered = torch.empty((pg.size() * largest, *rest), dtype=tensor.dtype, device=tensor.device)
+    all_gather_flat(gathered, local, pg)
     if all(size == largest for size in sizes):
         return UnevenGather(gathered, sizes)
     parts = [gathered[i * largest : i * largest + size] for i, size in enumerate(sizes)]

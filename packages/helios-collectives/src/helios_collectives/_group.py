@@ -1,29 +1,24 @@
-"""The process group a collective runs on: checks, backend facts and call counters."""
+"""The process group a collective runs on: the check that one exists, and backend facts."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from helios_collectives._errors import ProcessGroupNotInitializedError
-from helios_pg import is_dist_active as is_live
 from helios_pg import local_device
 
 __all__ = [
     "backend_of",
     "control_device",
     "global_ranks",
-    "is_live",
-    "next_sequence",
     "require_group",
 ]
 
-# Per-group call counters. Keyed weakly by the group object, so a new group (after
-# shutdown and init) starts again at zero and a destroyed one is forgotten.
-_COUNTERS: dict[str, weakref.WeakKeyDictionary[dist.ProcessGroup, int]] = {}
+# A torch built without distributed support has no is_initialized at all.
+_AVAILABLE = dist.is_available()
 
 
 def require_group(operation: str, group: Any = None) -> dist.ProcessGroup:
@@ -40,7 +35,7 @@ def require_group(operation: str, group: Any = None) -> dist.ProcessGroup:
         ProcessGroupNotInitializedError: No default process group is initialized.
         TypeError: ``group`` is neither None nor a ``ProcessGroup``.
     """
-    if not is_live():
+    if not (_AVAILABLE and dist.is_initialized()):
         message = (
             f"{operation} needs an initialized process group, but none is; call "
             "helios_pg.init() (or enter helios_pg.process_group()) first"
@@ -48,7 +43,7 @@ def require_group(operation: str, group: Any = None) -> dist.ProcessGroup:
         raise ProcessGroupNotInitializedError(message)
     if group is None:
         world = dist.group.WORLD
-        assert world is not None  # is_live() above
+        assert world is not None  # dist.is_initialized() above
         return world
     if not isinstance(group, dist.ProcessGroup):
         message = (
@@ -72,7 +67,7 @@ def backend_of(group: dist.ProcessGroup) -> str:
 
 
 def control_device(group: dist.ProcessGroup) -> torch.device:
-    """Choose where small control messages (fingerprints, sizes) travel.
+    """Choose where small control messages (validation descriptions) travel.
 
     The CPU when the group has a gloo backend, else this process's device (nccl needs
     CUDA tensors).
@@ -98,19 +93,3 @@ def global_ranks(group: dist.ProcessGroup) -> list[int]:
         Global ranks, indexed by group rank.
     """
     return list(dist.get_process_group_ranks(group))
-
-
-def next_sequence(counter: str, group: dist.ProcessGroup) -> int:
-    """Count one more call of kind ``counter`` on ``group`` in this process.
-
-    Args:
-        counter: Which counter (``"collective"`` or ``"barrier"``).
-        group: The group the call runs on.
-
-    Returns:
-        The number of this call, starting at 1 for each new group.
-    """
-    counts = _COUNTERS.setdefault(counter, weakref.WeakKeyDictionary())
-    value = counts.get(group, 0) + 1
-    counts[group] = value
-    return value

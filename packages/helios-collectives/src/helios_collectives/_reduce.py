@@ -8,20 +8,21 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from helios_collectives._checks import check_tensor, overlap_issue
-from helios_collectives._fingerprint import (
-    Call,
-    Issue,
-    Operation,
-    Problem,
-    prepare,
+from helios_collectives._checks import check_tensor, overlap_problem
+from helios_collectives._errors import CollectiveArgumentError
+from helios_collectives._group import backend_of, require_group
+from helios_collectives._validation import (
+    Description,
+    describe_tensors,
+    run_with_problem,
     validation_enabled,
 )
-from helios_collectives._group import backend_of, require_group
 
 __all__ = ["all_reduce_tensors"]
 
 _OPTIONS = frozenset({"op", "group", "async_op"})
+_SUM = dist.ReduceOp.SUM
+_AVG = dist.ReduceOp.AVG
 
 
 def _as_tensors(tensor: object) -> tuple[list[torch.Tensor], bool]:
@@ -36,6 +37,26 @@ def _as_tensors(tensor: object) -> tuple[list[torch.Tensor], bool]:
     return [check_tensor(t, f"tensor[{i}]") for i, t in enumerate(tensor)], True
 
 
+def _options(kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Check the keyword arguments; return the group and the op (None for the default)."""
+    unknown = kwargs.keys() - _OPTIONS
+    if unknown:
+        message = (
+            f"all_reduce_tensors got unexpected keyword arguments {sorted(unknown)}; "
+            f"torch.distributed.all_reduce takes {', '.join(sorted(_OPTIONS))}"
+        )
+        raise TypeError(message)
+    async_op = kwargs.get("async_op", False)
+    if async_op:
+        message = (
+            f"all_reduce_tensors returns the reduced tensor, so it cannot run with "
+            f"async_op={async_op!r}; call torch.distributed.all_reduce(..., async_op=True) "
+            "yourself, or drop async_op"
+        )
+        raise CollectiveArgumentError(message)
+    return kwargs.get("group"), kwargs.get("op")
+
+
 def _listing(values: Sequence[object]) -> str:
     where: dict[str, list[int]] = {}
     for index, value in enumerate(values):
@@ -45,52 +66,41 @@ def _listing(values: Sequence[object]) -> str:
     )
 
 
-def _find_issue(
-    tensors: Sequence[torch.Tensor], is_list: bool, op: Any, async_op: object
-) -> Issue | None:
-    if async_op:
-        message = (
-            f"all_reduce_tensors returns the reduced tensor, so it cannot run with "
-            f"async_op={async_op!r}; call torch.distributed.all_reduce(..., async_op=True) "
-            "yourself, or drop async_op"
-        )
-        return Issue(Problem.ASYNC_OP, message)
-    if is_list and not tensors:
-        message = "all_reduce_tensors got an empty list; pass at least one tensor"
-        return Issue(Problem.EMPTY_LIST, message)
+def _problem(tensors: Sequence[torch.Tensor], is_list: bool, op: Any) -> str | None:
     if is_list:
-        issue = _mixed_issue(tensors)
-        if issue is not None:
-            return issue
+        if not tensors:
+            return "all_reduce_tensors got an empty list; pass at least one tensor"
+        dtypes = [t.dtype for t in tensors]
+        if len(set(dtypes)) > 1:
+            return (
+                f"all_reduce_tensors needs one dtype, but the list mixes {_listing(dtypes)}; "
+                "convert them first, e.g. [t.to(torch.float32) for t in tensors]"
+            )
+        devices = [t.device for t in tensors]
+        if len(set(devices)) > 1:
+            return (
+                f"all_reduce_tensors needs one device, but the list mixes {_listing(devices)}; "
+                "move them first, e.g. [t.to(device) for t in tensors]"
+            )
     dtype = tensors[0].dtype
-    if op == dist.ReduceOp.AVG and not (dtype.is_floating_point or dtype.is_complex):
-        message = (
+    if op is not None and op == _AVG and not (dtype.is_floating_point or dtype.is_complex):
+        return (
             f"op=ReduceOp.AVG of {dtype} tensors would have to round the mean; reduce a "
             "floating-point copy (t.to(torch.float32)) or use ReduceOp.SUM and divide as "
             "you need"
         )
-        return Issue(Problem.AVG_OF_INTEGERS, message)
     if not is_list:
-        return overlap_issue(tensors[0], "tensor")
+        return overlap_problem(tensors[0], "tensor")
     return None
 
 
-def _mixed_issue(tensors: Sequence[torch.Tensor]) -> Issue | None:
-    dtypes = [t.dtype for t in tensors]
-    if len(set(dtypes)) > 1:
-        message = (
-            f"all_reduce_tensors needs one dtype, but the list mixes {_listing(dtypes)}; "
-            "convert them first, e.g. [t.to(torch.float32) for t in tensors]"
-        )
-        return Issue(Problem.MIXED_DTYPES, message)
-    devices = [t.device for t in tensors]
-    if len(set(devices)) > 1:
-        message = (
-            f"all_reduce_tensors needs one device, but the list mixes {_listing(devices)}; "
-            "move them first, e.g. [t.to(device) for t in tensors]"
-        )
-        return Issue(Problem.MIXED_DEVICES, message)
-    return None
+def _op_text(op: Any) -> str:
+    if op is None:
+        return "ReduceOp.SUM"
+    for name, member in dist.ReduceOp.RedOpType.__members__.items():
+        if op == member:
+            return f"ReduceOp.{name}"
+    return repr(op)
 
 
 def all_reduce_tensors(
@@ -102,7 +112,7 @@ def all_reduce_tensors(
     """Reduce tensors across all processes so all have the same value.
 
     Exactly one ``torch.distributed.all_reduce`` runs per call (plus one small
-    fingerprint exchange in validation mode).
+    exchange of each rank's description of the call in validation mode).
 
     A single tensor is reduced in place and returned. A non-contiguous view is
     reduced through a contiguous copy that is then copied back into the view, so the
@@ -122,7 +132,7 @@ def all_reduce_tensors(
     Args:
         tensor: The tensor, or list of tensors, to reduce. The list must not be
             empty, and its tensors must share one dtype and one device.
-        validate: Exchange a fingerprint of the call first and raise on every rank
+        validate: Exchange a description of the call first and raise on every rank
             when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
             that variable.
         **kwargs: Options for ``torch.distributed.all_reduce``: ``op`` (default
@@ -136,48 +146,44 @@ def all_reduce_tensors(
         ProcessGroupNotInitializedError: No process group is initialized (a
             ``RuntimeError``).
         CollectiveArgumentError: The list is empty or mixes dtypes or devices,
-            ``op=ReduceOp.AVG`` is asked of integers, the tensor's elements overlap in
-            memory, or ``async_op=True`` (a ``ValueError``, raised before any
-            communication unless in validation mode).
+            ``op=ReduceOp.AVG`` is asked of integers, or the tensor's elements overlap
+            in memory (a ``ValueError``, raised before any communication, or on every
+            rank after the exchange in validation mode); or ``async_op=True`` (raised
+            before anything is sent, in every mode).
         CollectiveMismatchError: In validation mode, the ranks' calls differ (a
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or list of tensors, or an unknown
             keyword argument was given.
     """
+    group, op = _options(kwargs) if kwargs else (None, None)
+    if type(tensor) is torch.Tensor and group is None and op is None and tensor.is_contiguous():
+        # The common call: one contiguous tensor, default group and op. Nothing to
+        # check but the group (and validation mode, which takes the general path).
+        require_group("all_reduce_tensors")
+        if validate is False or (validate is None and not validation_enabled(None)):
+            dist.all_reduce(tensor)
+            return tensor
     tensors, is_list = _as_tensors(tensor)
-    if kwargs.keys() - _OPTIONS:
-        unknown = sorted(kwargs.keys() - _OPTIONS)
-        message = (
-            f"all_reduce_tensors got unexpected keyword arguments {unknown}; "
-            f"torch.distributed.all_reduce takes {', '.join(sorted(_OPTIONS))}"
-        )
-        raise TypeError(message)
-    group = require_group("all_reduce_tensors", kwargs.get("group"))
-    op = kwargs.get("op", dist.ReduceOp.SUM)
-    validating = validation_enabled(validate)
-    issue = _find_issue(tensors, is_list, op, kwargs.get("async_op", False))
-    call = Call(
-        Operation.ALL_REDUCE_TENSORS,
-        tensors,
-        is_list=is_list,
-        problem=issue.problem if issue is not None else Problem.NONE,
-        reduce_op=op,
-    )
-    prepare(call, issue, group, validate=validating)
+    pg = require_group("all_reduce_tensors", group)
+    problem = _problem(tensors, is_list, op)
+    if validation_enabled(validate):
+        fields = (*describe_tensors(tensors, is_list=is_list), ("reduce op", _op_text(op)))
+        run_with_problem(Description("all_reduce_tensors", fields), problem, pg)
+    elif problem is not None:
+        raise CollectiveArgumentError(problem)
 
     if is_list:
         work = torch.cat([t.reshape(-1) for t in tensors])
     else:
         work = tensors[0] if tensors[0].is_contiguous() else tensors[0].contiguous()
-    emulate_avg = op == dist.ReduceOp.AVG and not (
-        work.device.type == "cuda" and "nccl" in backend_of(group)
+    emulate_avg = (
+        op is not None
+        and op == _AVG
+        and not (work.device.type == "cuda" and "nccl" in backend_of(pg))
     )
-    options = {k: v for k, v in kwargs.items() if k != "async_op"}
-    options["group"] = group
-    options["op"] = dist.ReduceOp.SUM if emulate_avg else op
-    dist.all_reduce(work, **options)
+    dist.all_reduce(work, op=_SUM if emulate_avg or op is None else op, group=pg)
     if emulate_avg:
-        work.div_(group.size())
+        work.div_(pg.size())
     if is_list:
         return work
     if work is not tensors[0]:

@@ -8,16 +8,14 @@ hand-set ``RANK``/``WORLD_SIZE``, Open MPI, SLURM), else assumes a single proces
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
 from helios_env._launcher import Launcher, detect_launcher, is_using_torchrun
-from helios_env._report import format_report, report_as_dict
-from helios_env._resolve import (
-    EnvironmentReport,
-    get_dist_info,
+from helios_env._queries import (
     get_global_rank,
     get_local_rank,
     get_local_world_size,
     get_world_size,
-    inspect_environment,
 )
+from helios_env._report import format_report, report_as_dict
+from helios_env._resolve import EnvironmentReport, get_dist_info, inspect_environment
 
 __all__ = [
     "DistributedInfo",

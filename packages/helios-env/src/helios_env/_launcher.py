@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Mapping
 
-__all__ = ["Launcher", "detect_launcher", "is_using_torchrun"]
+from helios_env._environ import Getter, getter_for
+
+__all__ = ["Launcher", "detect_launcher", "detect_with", "is_using_torchrun"]
 
 # Set by the torch elastic agent for every worker it starts, whatever the rendezvous
 # (standalone, static multi-node, c10d); never set by mp.spawn or by hand-started runs.
@@ -54,8 +55,8 @@ def is_using_torchrun(environ: Mapping[str, str] | None = None) -> bool:
     Returns:
         True if the variables that the torch elastic agent sets for its workers exist.
     """
-    env = os.environ if environ is None else environ
-    return all(name in env for name in _TORCHRUN_VARIABLES)
+    get = getter_for(environ)
+    return all(get(name) is not None for name in _TORCHRUN_VARIABLES)
 
 
 def detect_launcher(environ: Mapping[str, str] | None = None) -> Launcher:
@@ -70,13 +71,24 @@ def detect_launcher(environ: Mapping[str, str] | None = None) -> Launcher:
     Returns:
         The detected launcher; ``Launcher.NONE`` for a plain process.
     """
-    env = os.environ if environ is None else environ
-    if is_using_torchrun(env):
-        return Launcher.TORCHRUN
-    if "RANK" in env or "WORLD_SIZE" in env or "LOCAL_RANK" in env:
+    return detect_with(getter_for(environ))
+
+
+def detect_with(get: Getter) -> Launcher:
+    """Name the launcher whose variables ``get`` finds (see :func:`detect_launcher`).
+
+    Args:
+        get: Looks a variable up by name; None when it is not set.
+
+    Returns:
+        The detected launcher; ``Launcher.NONE`` for a plain process.
+    """
+    if get("RANK") is not None or get("WORLD_SIZE") is not None or get("LOCAL_RANK") is not None:
+        if all(get(name) is not None for name in _TORCHRUN_VARIABLES):
+            return Launcher.TORCHRUN
         return Launcher.ENVIRONMENT
-    if all(name in env for name in _OPEN_MPI_VARIABLES):
+    if all(get(name) is not None for name in _OPEN_MPI_VARIABLES):
         return Launcher.OPEN_MPI
-    if all(name in env for name in _SLURM_VARIABLES):
+    if all(get(name) is not None for name in _SLURM_VARIABLES):
         return Launcher.SLURM
     return Launcher.NONE

@@ -1,53 +1,28 @@
-"""Resolve ranks and world sizes: live process group, then launcher variables, then defaults."""
+"""The full picture: every launcher variable cross-checked, and where each value came from."""
 
 from __future__ import annotations
 
-import os
-import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
 
+from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
-from helios_env._launcher import Launcher, detect_launcher
-
-__all__ = [
-    "EnvironmentReport",
-    "get_dist_info",
-    "get_global_rank",
-    "get_local_rank",
-    "get_local_world_size",
-    "get_world_size",
-    "inspect_environment",
-]
-
-PROCESS_GROUP = "process group"
-DEFAULT = "default"
-ASSUMED_ONE_NODE = "assumed: one node"
-DERIVED = "derived"
-
-
-class _Names(NamedTuple):
-    rank: str
-    world_size: str
-    local_rank: str
-    local_world_size: str | None
-
-
-_ENV_NAMES = _Names("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-_OPEN_MPI_NAMES = _Names(
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
+from helios_env._launcher import Launcher, detect_with
+from helios_env._variables import (
+    ASSUMED_ONE_NODE,
+    DEFAULT,
+    DERIVED,
+    ENV_NAMES,
+    PROCESS_GROUP,
+    from_variables,
+    live_group,
+    names_for,
+    read_int,
 )
-_SLURM_NAMES = _Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None)
-# A node of a step runs at least one task: counts and repeats are positive.
-_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
-_SLURM_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
+
+__all__ = ["EnvironmentReport", "get_dist_info", "inspect_environment"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,177 +63,29 @@ class EnvironmentReport:
         return f"{host}:{self.master_port}"
 
 
-def _read_int(env: Mapping[str, str], name: str | None, *, minimum: int) -> int | None:
-    if name is None:
-        return None
-    raw = env.get(name)
-    if raw is None:
-        return None
-    try:
-        # ASCII digits only: int() would also take "1_0" and non-ASCII digits.
-        if _INTEGER.fullmatch(raw) is None:
-            raise ValueError(raw)
-        value = int(raw.strip(), 10)
-    except ValueError:
-        kind = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
-        message = f"{name} must be {kind}, got {name}={raw!r}; fix or unset it"
-        raise LauncherEnvError(name, raw, message) from None
-    if value < minimum:
-        message = f"{name} must be >= {minimum}, got {name}={raw!r}; fix or unset it"
-        raise LauncherEnvError(name, raw, message)
-    return value
-
-
-def _live_group() -> tuple[int, int] | None:
-    # Never import torch: if torch.distributed was never imported, no group can exist.
-    dist: Any = sys.modules.get("torch.distributed")
-    if dist is None:
-        return None
-    try:
-        if not dist.is_available() or not dist.is_initialized():
-            return None
-        return int(dist.get_rank()), int(dist.get_world_size())
-    except (AttributeError, RuntimeError, ValueError):
-        # A half-imported torch.distributed, or a group torn down under us.
-        return None
-
-
-def _slurm_local_world_size(env: Mapping[str, str]) -> tuple[int, str] | None:
-    # SLURM_STEP_TASKS_PER_NODE looks like "2(x3),1": 2 tasks on each of 3 nodes, then 1.
-    raw = env.get("SLURM_STEP_TASKS_PER_NODE")
-    node = _read_int(env, "SLURM_NODEID", minimum=0)
-    if raw is None or node is None:
-        return None
-    counts: list[int] = []
-    for part in raw.split(","):
-        match = _SLURM_TASKS_PER_NODE.match(part.strip())
-        if match is None:
-            message = (
-                "SLURM_STEP_TASKS_PER_NODE must look like '2(x3),1', got "
-                f"SLURM_STEP_TASKS_PER_NODE={raw!r}; it is set by srun and should not be edited"
-            )
-            raise LauncherEnvError("SLURM_STEP_TASKS_PER_NODE", raw, message)
-        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
-    if node >= len(counts):
-        return None
-    return counts[node], "SLURM_STEP_TASKS_PER_NODE"
-
-
-def _check_pair(env: Mapping[str, str], small: str, big: str, small_v: int, big_v: int) -> None:
-    if small_v >= big_v:
-        message = (
-            f"{small} must be smaller than {big}, got {small}={env.get(small)!r} "
-            f"and {big}={env.get(big)!r}; fix the launcher configuration or unset both"
-        )
-        raise LauncherEnvError(small, env.get(small), message)
-
-
-def _from_variables(
-    env: Mapping[str, str], names: _Names
-) -> tuple[DistributedInfo, dict[str, str]] | None:
-    rank = _read_int(env, names.rank, minimum=0)
-    world_size = _read_int(env, names.world_size, minimum=1)
-    local_rank = _read_int(env, names.local_rank, minimum=0)
-    local_world_size = _read_int(env, names.local_world_size, minimum=1)
-    if rank is None and world_size is None:
-        if local_rank is not None:
-            message = (
-                f"{names.local_rank} is set ({names.local_rank}={env[names.local_rank]!r}) "
-                f"but {names.rank} and {names.world_size} are not; "
-                f"set both or unset {names.local_rank}"
-            )
-            raise LauncherEnvError(names.local_rank, env[names.local_rank], message)
-        return None
-    if rank is None or world_size is None:
-        present, missing = (
-            (names.world_size, names.rank) if rank is None else (names.rank, names.world_size)
-        )
-        message = (
-            f"{present} is set ({present}={env[present]!r}) but {missing} is not; "
-            f"set {missing} too, or unset {present}"
-        )
-        raise LauncherEnvError(missing, None, message)
-    _check_pair(env, names.rank, names.world_size, rank, world_size)
-    sources = {"rank": names.rank, "world_size": names.world_size}
-    if local_world_size is not None:
-        assert names.local_world_size is not None
-        sources["local_world_size"] = names.local_world_size
-    elif names is _SLURM_NAMES:
-        found = _slurm_local_world_size(env)
-        if found is not None:
-            local_world_size, sources["local_world_size"] = found
-    if local_world_size is not None and local_world_size > world_size:
-        bound = sources["local_world_size"]
-        message = (
-            f"{bound} must not exceed {names.world_size}, got {bound}={env[bound]!r} and "
-            f"{names.world_size}={env[names.world_size]!r}; fix the launcher configuration"
-        )
-        raise LauncherEnvError(bound, env[bound], message)
-    if local_world_size is None:
-        local_world_size = world_size
-        sources["local_world_size"] = ASSUMED_ONE_NODE
-    if local_rank is None:
-        if sources["local_world_size"] == ASSUMED_ONE_NODE:
-            local_rank = rank
-            sources["local_rank"] = ASSUMED_ONE_NODE
-        else:
-            # Every rank of the run must agree on the layout: with a known number of
-            # processes per node, the local rank follows from the global one.
-            local_rank = rank % local_world_size
-            sources["local_rank"] = DERIVED
-    else:
-        sources["local_rank"] = names.local_rank
-        if local_rank >= local_world_size:
-            bound = sources["local_world_size"]
-            bound_text = bound if bound != ASSUMED_ONE_NODE else names.world_size
-            message = (
-                f"{names.local_rank} must be smaller than {bound_text}, got "
-                f"{names.local_rank}={env[names.local_rank]!r} and "
-                f"{bound_text}={env.get(bound_text)!r}; fix the launcher configuration"
-            )
-            raise LauncherEnvError(names.local_rank, env[names.local_rank], message)
-    info = DistributedInfo(
-        local_rank=local_rank,
-        rank=rank,
-        local_world_size=local_world_size,
-        world_size=world_size,
-    )
-    return info, sources
-
-
-def _names_for(launcher: Launcher) -> _Names | None:
-    if launcher in (Launcher.TORCHRUN, Launcher.ENVIRONMENT):
-        return _ENV_NAMES
-    if launcher is Launcher.OPEN_MPI:
-        return _OPEN_MPI_NAMES
-    if launcher is Launcher.SLURM:
-        return _SLURM_NAMES
-    return None
-
-
-def _master(env: Mapping[str, str]) -> tuple[str | None, int | None]:
-    addr = env.get("MASTER_ADDR")
+def _master(get: Getter) -> tuple[str | None, int | None]:
+    addr = get("MASTER_ADDR")
     if addr is not None and not addr.strip():
         message = (
             f"MASTER_ADDR must be the rank-0 host's name or address, got MASTER_ADDR={addr!r}; "
             "set it or unset it"
         )
         raise LauncherEnvError("MASTER_ADDR", addr, message)
-    port = _read_int(env, "MASTER_PORT", minimum=1)
+    port = read_int(get, "MASTER_PORT", minimum=1)
     if port is not None and port > 65535:
-        raw = env["MASTER_PORT"]
+        raw = get("MASTER_PORT")
         message = f"MASTER_PORT must be a TCP port in 1..65535, got MASTER_PORT={raw!r}"
         raise LauncherEnvError("MASTER_PORT", raw, message)
     return addr, port
 
 
 def _resolve(
-    env: Mapping[str, str], group: tuple[int, int] | None
+    get: Getter, group: tuple[int, int] | None
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
-    launcher = detect_launcher(env)
-    names = _names_for(launcher)
+    launcher = detect_with(get)
+    names = names_for(launcher)
     # LOCAL_RANK alone, with no RANK/WORLD_SIZE, is still validated and reported.
-    found = _from_variables(env, names if names is not None else _ENV_NAMES)
+    found = from_variables(get, names if names is not None else ENV_NAMES)
     if group is not None:
         rank, world_size = group
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}
@@ -291,20 +118,20 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
         LauncherEnvError: A launcher variable is malformed or inconsistent; the message
             names the variable and its value.
     """
-    env = os.environ if environ is None else environ
-    info, sources, launcher, live = _resolve(env, _live_group())
-    addr, port = _master(env)
+    get = getter_for(environ)
+    info, sources, launcher, live = _resolve(get, live_group())
+    addr, port = _master(get)
     # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
     # srun started it: a plain or torchrun process in a batch script must not read them.
     if launcher is Launcher.SLURM:
         node_variable, nodes_variable = "SLURM_NODEID", "SLURM_NNODES"
     else:
         node_variable, nodes_variable = "GROUP_RANK", "GROUP_WORLD_SIZE"
-    node_rank = _read_int(env, node_variable, minimum=0)
+    node_rank = read_int(get, node_variable, minimum=0)
     sources["node_rank"] = DERIVED if node_rank is None else node_variable
     if node_rank is None:
         node_rank = info.node_rank
-    num_nodes = _read_int(env, nodes_variable, minimum=1)
+    num_nodes = read_int(get, nodes_variable, minimum=1)
     sources["num_nodes"] = DERIVED if num_nodes is None else nodes_variable
     if num_nodes is None:
         num_nodes = info.num_nodes
@@ -327,7 +154,8 @@ def get_dist_info() -> DistributedInfo:
     is never imported), then the launcher's variables (torchrun, hand-set ``RANK`` and
     ``WORLD_SIZE``, Open MPI, SLURM), then falls back to one process: both ranks 0 and
     both world sizes 1. A group created with ``init_method="tcp://..."`` and no launcher
-    variables still answers; its local values then assume a single node.
+    variables still answers; its local values then assume a single node. Every
+    launcher variable is cross-checked against the others.
 
     Returns:
         The ranks and world sizes of this process.
@@ -337,66 +165,5 @@ def get_dist_info() -> DistributedInfo:
             ``RANK >= WORLD_SIZE``, ``LOCAL_RANK >= LOCAL_WORLD_SIZE``, ``MASTER_PORT``
             outside 1..65535, ...); the message names the variable and its value.
     """
-    return _from_environment(_live_group())
-
-
-def _from_environment(group: tuple[int, int] | None) -> DistributedInfo:
-    env = os.environ
-    _master(env)
-    return _resolve(env, group)[0]
-
-
-def get_local_rank() -> int:
-    """Get the rank of this process on its node; 0 outside a distributed run.
-
-    Returns:
-        ``get_dist_info().local_rank``.
-
-    Raises:
-        LauncherEnvError: A launcher variable is malformed.
-    """
-    return get_dist_info().local_rank
-
-
-def get_global_rank() -> int:
-    """Get the global rank of this process; 0 outside a distributed run.
-
-    With a live process group the rank comes straight from the group, without reading
-    launcher variables, so this is cheap enough to call on every log line.
-
-    Returns:
-        ``get_dist_info().rank``.
-
-    Raises:
-        LauncherEnvError: No group is live and a launcher variable is malformed.
-    """
-    group = _live_group()
-    return group[0] if group is not None else _from_environment(None).rank
-
-
-def get_local_world_size() -> int:
-    """Get the number of processes on this node; 1 outside a distributed run.
-
-    Returns:
-        ``get_dist_info().local_world_size``.
-
-    Raises:
-        LauncherEnvError: A launcher variable is malformed.
-    """
-    return get_dist_info().local_world_size
-
-
-def get_world_size() -> int:
-    """Get the number of processes in the run; 1 outside a distributed run.
-
-    With a live process group the size comes straight from the group, without reading
-    launcher variables.
-
-    Returns:
-        ``get_dist_info().world_size``.
-
-    Raises:
-        LauncherEnvError: No group is live and a launcher variable is malformed.
-    """
-    group = _live_group()
-    return group[1] if group is not None else _from_environment(None).world_size
+    _master(environ_get)
+    return _resolve(environ_get, live_group())[0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, cast, overload
 
-from helios_log._ranks import check_rank, current_rank
+from helios_env import get_global_rank, get_local_rank
+from helios_log._ranks import check_rank
 
 __all__ = ["SupportsWrite", "SupportsWriteAndFlush", "global_print", "local_print"]
 
@@ -25,16 +26,11 @@ class SupportsWriteAndFlush(SupportsWrite, Protocol):
 
 def _print(
     args: tuple[object, ...],
-    rank: int,
-    *,
-    local: bool,
     sep: str | None,
     end: str | None,
     file: SupportsWrite | None,
     flush: bool,
 ) -> None:
-    if current_rank(local=local) != rank:
-        return
     if flush:
         # The overloads of the public functions guarantee a flushable file here.
         print(*args, sep=sep, end=end, file=cast("SupportsWriteAndFlush | None", file), flush=True)
@@ -89,8 +85,10 @@ def global_print(
         ValueError: ``global_rank`` is negative.
         helios_env.LauncherEnvError: A launcher variable such as ``RANK`` is malformed.
     """
-    rank = check_rank(global_rank, "global_rank")
-    _print(args, rank, local=False, sep=sep, end=end, file=file, flush=flush)
+    if type(global_rank) is not int or global_rank < 0:
+        check_rank(global_rank, "global_rank")  # raises, naming the bad value
+    if get_global_rank() == global_rank:
+        _print(args, sep, end, file, flush)
 
 
 @overload
@@ -140,5 +138,7 @@ def local_print(
         helios_env.LauncherEnvError: A launcher variable such as ``LOCAL_RANK`` is
             malformed.
     """
-    rank = check_rank(local_rank, "local_rank")
-    _print(args, rank, local=True, sep=sep, end=end, file=file, flush=flush)
+    if type(local_rank) is not int or local_rank < 0:
+        check_rank(local_rank, "local_rank")  # raises, naming the bad value
+    if get_local_rank() == local_rank:
+        _print(args, sep, end, file, flush)

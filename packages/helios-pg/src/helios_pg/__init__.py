@@ -21,12 +21,10 @@ from helios_pg._errors import (
     RendezvousConfigError,
 )
 from helios_pg._init import init, process_group, shutdown
-from helios_pg._local import LOCAL_BACKEND, register_local_backend
 
 __all__ = [
     "DEFAULT_MASTER_ADDR",
     "DEFAULT_MASTER_PORT",
-    "LOCAL_BACKEND",
     "BackendUnavailableError",
     "DeviceBindingError",
     "ProcessGroupInitError",
@@ -37,7 +35,6 @@ __all__ = [
     "is_dist_active",
     "local_device",
     "process_group",
-    "register_local_backend",
     "shutdown",
     "shutdown_dist",
 ]

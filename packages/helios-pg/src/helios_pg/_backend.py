@@ -11,10 +11,7 @@ __all__ = ["check_backend", "default_backend"]
 
 
 def default_backend() -> str:
-    """Name the backend ``init`` uses when none is given, for more than one process.
-
-    A direct world-size-one launch with no backend given runs on ``helios-local``
-    instead (see ``init``).
+    """Name the backend ``init`` uses when none is given, at every world size.
 
     Returns:
         ``"nccl"`` when CUDA is available, else ``"gloo"``.

@@ -16,7 +16,6 @@ from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environ
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._local import register_local_backend
 from helios_pg._rendezvous import EnvStore, default_timeout, explain_failure, open_env_store
 
 __all__ = ["init", "process_group", "shutdown"]
@@ -86,19 +85,15 @@ def init(
     Launcher variables are validated first, through ``helios_env``, so a malformed
     ``RANK`` or ``MASTER_PORT`` fails before any network activity. A direct
     world-size-one program (no ``init_method``, no ``store``, world size one from the
-    arguments or the environment) uses a local ``HashStore``: no ``MASTER_ADDR`` and
-    no port, while collectives and ``Work`` handles behave as usual. With no
-    ``backend`` given it also runs on ``helios-local``, an in-process backend for which
-    every collective is the local copy it is at world size one: no listening socket
-    (gloo's and nccl's transports open one even for a single rank) and an init that
-    takes well under a millisecond. If a process group is already initialized, it is
-    kept and only the device is applied.
+    arguments or the environment) uses a local ``HashStore``: no ``MASTER_ADDR``, no
+    ``MASTER_PORT``, no ``TCPStore`` and no environment variable written, while
+    collectives and ``Work`` handles behave as on any gloo or nccl group (the
+    backend's own transport may still open an ephemeral loopback listener). If a
+    process group is already initialized, it is kept and only the device is applied.
 
     Args:
         backend: Process-group backend. Defaults to ``"nccl"`` when CUDA is
-            available and ``"gloo"`` otherwise; a direct world-size-one launch
-            defaults to ``"helios-local"``. An explicit ``"gloo"`` or ``"nccl"`` is
-            honoured at world size one too.
+            available and ``"gloo"`` otherwise, at every world size.
         init_method: Optional PyTorch rendezvous URL, forwarded unchanged.
         timeout: Optional process-group operation timeout, forwarded unchanged.
         world_size: Number of processes in the default group; -1 resolves
@@ -140,10 +135,7 @@ def init(
         local_rank_known=launched or "LOCAL_RANK" in os.environ or effective_world == 1,
     )
     direct_single = effective_world == 1 and _needs_rendezvous_from_env(init_method, store)
-    if backend is None and direct_single:
-        chosen = register_local_backend()
-    else:
-        chosen = check_backend(backend if backend is not None else default_backend())
+    chosen = check_backend(backend if backend is not None else default_backend())
 
     env_store: EnvStore | None = None
     kwargs: dict[str, Any] = {

@@ -1,0 +1,308 @@
+"""Validation mode: every rank describes its call in text, and the ranks compare first.
+
+Each rank writes what it is about to do as named fields (``operation``, ``call``,
+``dtype``, ``shape``...) in ASCII into a buffer of :data:`_WIDTH` bytes. One
+all-gather of those buffers lets every rank read every call and raise the same
+:class:`CollectiveMismatchError` when they differ, instead of aborting or returning
+garbage in the real collective. The text is the message: nothing is encoded that has
+to be decoded back.
+
+Calls are numbered per group, and only calls that exchange a description count, so
+the bookkeeping costs nothing while validation mode is off.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+import torch.distributed as dist
+
+from helios_collectives._comm import all_gather_flat
+from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
+from helios_collectives._group import control_device, global_ranks
+
+__all__ = [
+    "VALIDATE_ENV_VAR",
+    "Description",
+    "describe_tensors",
+    "exchange",
+    "run_with_problem",
+    "validation_enabled",
+]
+
+VALIDATE_ENV_VAR = "HELIOS_VALIDATE_COLLECTIVES"
+"""Environment variable that turns validation mode on (``1``) for every call."""
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+_WIDTH = 512  # bytes per rank: 9 fields of at most 48 characters and their names fit
+_VALUE_LIMIT = 48
+_MAGIC = "helios-collectives/2"
+_UNIT, _RECORD = "\x1f", "\x1e"  # ASCII separators; values never contain them
+_FREE = frozenset({"rows"})  # fields that may differ between ranks
+_NOT_OURS = "not a helios_collectives call (another collective ran there)"
+
+# os.environ.get raises and catches KeyError twice for an unset variable; the mapping
+# behind os.environ answers a miss in a dict lookup. Writes through os.environ (and
+# pytest's monkeypatch) update it at once.
+_ENVIRON_BYTES: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+_VALIDATE_KEY = VALIDATE_ENV_VAR.encode()
+
+_CALLS: weakref.WeakKeyDictionary[dist.ProcessGroup, int] = weakref.WeakKeyDictionary()
+
+
+def _environment_flag() -> str | None:
+    if _ENVIRON_BYTES is not None and os.name == "posix":
+        raw = _ENVIRON_BYTES.get(_VALIDATE_KEY)
+        return None if raw is None else os.fsdecode(raw)
+    return os.environ.get(VALIDATE_ENV_VAR)
+
+
+def validation_enabled(validate: bool | None) -> bool:
+    """Decide whether this call runs in validation mode.
+
+    Args:
+        validate: The caller's choice; None reads ``HELIOS_VALIDATE_COLLECTIVES``.
+
+    Returns:
+        True when the descriptions should be exchanged.
+
+    Raises:
+        TypeError: ``validate`` is neither a bool nor None.
+        ValueError: ``HELIOS_VALIDATE_COLLECTIVES`` is set to something unreadable.
+    """
+    if validate is not None:
+        if not isinstance(cast(object, validate), bool):
+            message = f"validate must be True, False or None, got {validate!r}"
+            raise TypeError(message)
+        return validate
+    raw = _environment_flag()
+    if raw is None:
+        return False
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    message = (
+        f"{VALIDATE_ENV_VAR} must be 1 or 0 (or true/false, yes/no, on/off), got {raw!r}; "
+        f"set {VALIDATE_ENV_VAR}=1 to validate every collective or unset it"
+    )
+    raise ValueError(message)
+
+
+def _shorten(value: str) -> str:
+    text = value.encode("ascii", "backslashreplace").decode("ascii")
+    text = text.replace(_UNIT, " ").replace(_RECORD, " ")
+    if len(text) <= _VALUE_LIMIT:
+        return text
+    # Long values (many shapes, a long message) keep their start and a digest of the
+    # whole, so two different values never read the same.
+    return f"{text[: _VALUE_LIMIT - 12]}...#{zlib.crc32(text.encode()):08x}"
+
+
+def _grouped(values: Sequence[object]) -> str:
+    where: dict[str, list[int]] = {}
+    for index, value in enumerate(values):
+        where.setdefault(str(value), []).append(index)
+    if len(where) == 1:
+        return next(iter(where))
+    return "mixed: " + "; ".join(f"{v} at {', '.join(map(str, i))}" for v, i in where.items())
+
+
+def describe_tensors(
+    tensors: Sequence[torch.Tensor], *, is_list: bool, free_first_dim: bool = False
+) -> tuple[tuple[str, str], ...]:
+    """Describe the tensors of a call: dtype, device type and shape.
+
+    Args:
+        tensors: The call's tensors (one unless ``is_list``).
+        is_list: Whether the caller passed a list.
+        free_first_dim: Whether dim 0 may differ between ranks (shown as ``*``).
+
+    Returns:
+        ``(name, value)`` fields.
+    """
+    if not tensors:
+        return (("shape", "empty list"),)
+    dtype = _grouped([t.dtype for t in tensors])
+    device = _grouped([t.device.type for t in tensors])
+    if is_list:
+        shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+        shape = f"{len(tensors)} tensors: {shapes}"
+    else:
+        dims = [str(d) for d in tensors[0].shape]
+        if free_first_dim and dims:
+            dims[0] = "*"
+        shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+    return (("dtype", dtype), ("device type", device), ("shape", shape))
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    """What one rank is about to do.
+
+    Attributes:
+        operation: The public function, such as ``"all_reduce_tensors"``.
+        fields: ``(name, value)`` pairs that must agree between ranks.
+        rows: Dim 0 of this rank's tensor for ``gather_uneven`` (free to differ).
+    """
+
+    operation: str
+    fields: tuple[tuple[str, str], ...] = ()
+    rows: int | None = None
+
+    def encode(self, number: int, problem: str | None) -> bytes:
+        """Lay this call out as :data:`_WIDTH` bytes of text.
+
+        Args:
+            number: This process's call number on the group.
+            problem: This rank's argument problem, or None.
+
+        Returns:
+            The description, padded with zero bytes.
+        """
+        fields = [
+            ("operation", self.operation),
+            ("call number", f"#{number}"),
+            ("argument problem", "none" if problem is None else problem),
+            *self.fields,
+        ]
+        if self.rows is not None:
+            fields.append(("rows", str(self.rows)))
+        text = _RECORD.join([_MAGIC, *(f"{name}{_UNIT}{_shorten(v)}" for name, v in fields)])
+        raw = text.encode("ascii")
+        assert len(raw) <= _WIDTH, text
+        return raw.ljust(_WIDTH, b"\0")
+
+
+def _decode(raw: bytes) -> dict[str, str] | None:
+    try:
+        magic, *records = raw.rstrip(b"\0").decode("ascii").split(_RECORD)
+        if magic != _MAGIC:
+            return None
+        return dict(cast("tuple[str, str]", tuple(r.split(_UNIT, 1))) for r in records)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(str(r) for r in ranks)}"
+
+
+def _compared(fields: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if fields is None:
+        return (("operation", _NOT_OURS),)
+    return tuple((name, value) for name, value in fields.items() if name not in _FREE)
+
+
+def check_agreement(
+    operation: str, calls: Sequence[dict[str, str] | None], ranks: Sequence[int]
+) -> None:
+    """Compare every rank's decoded description and raise when they differ.
+
+    Args:
+        operation: This rank's operation, for the error.
+        calls: Every rank's fields in group-rank order (None: not a description).
+        ranks: The global rank of each entry.
+
+    Raises:
+        CollectiveMismatchError: The calls differ; the same error on every rank.
+    """
+    keys = [_compared(fields) for fields in calls]
+    if all(key == keys[0] for key in keys):
+        return
+    counts = Counter(keys)
+    best = max(counts.values())
+    reference = next(key for key in keys if counts[key] == best)
+    disagreeing = tuple(r for r, key in zip(ranks, keys, strict=True) if key != reference)
+    agreeing = [r for r, key in zip(ranks, keys, strict=True) if key == reference]
+    names: dict[str, None] = {}
+    for key in keys:
+        names.update(dict.fromkeys(name for name, _ in key))
+    differences: dict[str, dict[str, tuple[int, ...]]] = {}
+    for name in names:
+        seen: dict[str, list[int]] = {}
+        for rank, key in zip(ranks, keys, strict=True):
+            seen.setdefault(dict(key).get(name, "none"), []).append(rank)
+        if len(seen) > 1:
+            differences[name] = {value: tuple(rs) for value, rs in seen.items()}
+    lines = [
+        f"  {name}: " + "; ".join(f"{value} on {_ranks_text(rs)}" for value, rs in seen.items())
+        for name, seen in differences.items()
+    ]
+    verb = "differs" if len(disagreeing) == 1 else "differ"
+    message = (
+        f"{operation}: ranks disagree on the collective ({_ranks_text(disagreeing)} {verb} "
+        f"from {_ranks_text(agreeing)}), so nothing was run:\n"
+        + "\n".join(lines)
+        + "\nevery rank must make the same sequence of collective calls with the same "
+        "dtype, device type and shape (only dim 0 may differ in gather_uneven)"
+    )
+    raise CollectiveMismatchError(
+        message, operation=operation, disagreeing_ranks=disagreeing, differences=differences
+    )
+
+
+def exchange(
+    description: Description, group: dist.ProcessGroup, problem: str | None = None
+) -> list[dict[str, str]]:
+    """Share this call's description with every rank and check that all agree.
+
+    One all-gather of :data:`_WIDTH` bytes per rank.
+
+    Args:
+        description: This rank's call.
+        group: The group the collective runs on.
+        problem: This rank's argument problem, which travels with the description.
+
+    Returns:
+        Every rank's fields, in group-rank order.
+
+    Raises:
+        CollectiveMismatchError: The calls differ; raised on every rank.
+    """
+    number = _CALLS.get(group, 0) + 1
+    _CALLS[group] = number
+    device = control_device(group)
+    local = torch.frombuffer(bytearray(description.encode(number, problem)), dtype=torch.uint8)
+    gathered = torch.empty(group.size() * _WIDTH, dtype=torch.uint8, device=device)
+    all_gather_flat(gathered, local.to(device), group)
+    everyone = bytes(gathered.cpu().tolist())
+    calls = [_decode(everyone[i : i + _WIDTH]) for i in range(0, len(everyone), _WIDTH)]
+    check_agreement(description.operation, calls, global_ranks(group))
+    return cast("list[dict[str, str]]", calls)
+
+
+def run_with_problem(
+    description: Description, problem: str | None, group: dist.ProcessGroup
+) -> list[dict[str, str]]:
+    """Exchange descriptions, then raise this rank's argument problem if it has one.
+
+    When every rank has the same problem, every rank raises it; when only some do,
+    the descriptions differ and every rank raises the mismatch instead.
+
+    Args:
+        description: This rank's call.
+        problem: This rank's argument problem (the full message), or None.
+        group: The group the collective runs on.
+
+    Returns:
+        Every rank's fields, in group-rank order.
+
+    Raises:
+        CollectiveMismatchError: The calls differ.
+        CollectiveArgumentError: Every rank has the same argument problem.
+    """
+    calls = exchange(description, group, problem)
+    if problem is not None:
+        raise CollectiveArgumentError(problem)
+    return calls

@@ -1,0 +1,164 @@
+"""Single-value rank queries, cheap enough to gate every print and log line.
+
+Each query reads and validates only the variables its own answer needs, so a
+malformed ``MASTER_PORT``, say, never stops a rank-gated print; the full cross-check
+of every variable is ``get_dist_info``'s. Each gives ``get_dist_info``'s answer, with
+or without a live group, and raises on the same malformed variable whenever its
+answer is read from that variable.
+
+Under torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``), the
+variables are read straight from the bytes behind ``os.environ``; whenever one is
+missing, not plain digits, or out of range, the general path runs instead and
+produces the same answer or the same error as ``get_dist_info``.
+"""
+
+from __future__ import annotations
+
+from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
+from helios_env._errors import LauncherEnvError
+from helios_env._launcher import detect_with
+from helios_env._variables import Names, from_variables, live_group, names_for, parse_int
+
+__all__ = ["get_global_rank", "get_local_rank", "get_local_world_size", "get_world_size"]
+
+
+def _required(get: Getter, names: Names, name: str, *, minimum: int) -> int:
+    raw = get(name)
+    if raw is None:
+        present = next(
+            n for n in (names.rank, names.world_size, names.local_rank) if get(n) is not None
+        )
+        message = (
+            f"{present} is set ({present}={get(present)!r}) but {name} is not; "
+            f"set {name} too, or unset {present}"
+        )
+        raise LauncherEnvError(name, None, message)
+    return parse_int(name, raw, minimum=minimum)
+
+
+def _torchrun_value(key: bytes) -> int | None:
+    # RANK and friends as plain ASCII digits, else None (the general path decides).
+    if ENVIRON_BYTES is None:
+        return None
+    raw = ENVIRON_BYTES.get(key)
+    return int(raw) if raw is not None and raw.isdigit() else None
+
+
+def _torchrun_layout() -> tuple[int, int, int] | None:
+    # (world_size, local_rank, local_world_size) when all four torchrun variables are
+    # plain digits and consistent: exactly what get_dist_info reads from them.
+    data = ENVIRON_BYTES
+    if data is None:
+        return None
+    rank = data.get(b"RANK")
+    world = data.get(b"WORLD_SIZE")
+    local = data.get(b"LOCAL_RANK")
+    local_world = data.get(b"LOCAL_WORLD_SIZE")
+    if (
+        rank is None
+        or world is None
+        or local is None
+        or local_world is None
+        or not (rank.isdigit() and world.isdigit() and local.isdigit() and local_world.isdigit())
+    ):
+        return None
+    world_size, local_rank, local_world_size = int(world), int(local), int(local_world)
+    if int(rank) < world_size and local_rank < local_world_size <= world_size:
+        return world_size, local_rank, local_world_size
+    return None
+
+
+def get_global_rank() -> int:
+    """Get the global rank of this process; 0 outside a distributed run.
+
+    Reads the live group's rank, else the launcher's rank variable (such as ``RANK``);
+    validates only that variable.
+
+    Returns:
+        ``get_dist_info().rank``.
+
+    Raises:
+        LauncherEnvError: The launcher's rank variable is malformed or missing.
+    """
+    rank = _torchrun_value(b"RANK")
+    if rank is None:
+        names = names_for(detect_with(environ_get))
+        rank = 0 if names is None else _required(environ_get, names, names.rank, minimum=0)
+    group = live_group()
+    return rank if group is None else group[0]
+
+
+def get_world_size() -> int:
+    """Get the number of processes in the run; 1 outside a distributed run.
+
+    Reads the live group's size, else the launcher's size variable (such as
+    ``WORLD_SIZE``); validates only that variable.
+
+    Returns:
+        ``get_dist_info().world_size``.
+
+    Raises:
+        LauncherEnvError: The launcher's size variable is malformed or missing.
+    """
+    size = _torchrun_value(b"WORLD_SIZE")
+    if not size:  # None, or 0 (refused by the general path)
+        names = names_for(detect_with(environ_get))
+        size = 1 if names is None else _required(environ_get, names, names.world_size, minimum=1)
+    group = live_group()
+    return size if group is None else group[1]
+
+
+def _local() -> tuple[int, int]:  # (local_rank, local_world_size)
+    # The local values depend on all four rank variables: a local rank is checked
+    # against the processes per node, and derived from the global rank when unset.
+    layout = _torchrun_layout()
+    if layout is not None:
+        world, local, local_world = layout
+    else:
+        names = names_for(detect_with(environ_get))
+        found = None if names is None else from_variables(environ_get, names)
+        if found is None:
+            world, local, local_world = 0, 0, 1
+        else:
+            info = found[0]
+            world, local, local_world = info.world_size, info.local_rank, info.local_world_size
+    group = live_group()
+    if group is not None and group[1] != world:
+        return group[0], group[1]  # the variables describe another run: one node assumed
+    return local, local_world
+
+
+def get_local_rank() -> int:
+    """Get the rank of this process on its node; 0 outside a distributed run.
+
+    Reads the launcher's local rank (such as ``LOCAL_RANK``), else derives it from the
+    global rank and the processes per node; validates the launcher's rank variables,
+    not the rendezvous ones.
+
+    Returns:
+        ``get_dist_info().local_rank``.
+
+    Raises:
+        LauncherEnvError: A rank variable of the launcher is malformed or missing.
+    """
+    layout = _torchrun_layout()
+    if layout is not None:  # the common case, without building the general answer
+        group = live_group()
+        return layout[1] if group is None or group[1] == layout[0] else group[0]
+    return _local()[0]
+
+
+def get_local_world_size() -> int:
+    """Get the number of processes on this node; 1 outside a distributed run.
+
+    Reads the launcher's processes per node (such as ``LOCAL_WORLD_SIZE``), else
+    assumes one node; validates the launcher's rank variables, not the rendezvous
+    ones.
+
+    Returns:
+        ``get_dist_info().local_world_size``.
+
+    Raises:
+        LauncherEnvError: A rank variable of the launcher is malformed or missing.
+    """
+    return _local()[1]
