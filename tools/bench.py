@@ -18,13 +18,17 @@ Cases (each helios variant against what a program would otherwise use):
   (2 processes, 1 MiB per rank);
 - validation: ``all_reduce_tensors(validate=True)`` against the unvalidated call;
 - world-size-one init: the ``HashStore`` path against ``init_process_group`` with a
-  ``TCPStore`` at world size one.
+  ``TCPStore`` at world size one;
+- per-call cost: ``all_reduce_tensors``, ``gather_into_tensor`` and ``safe_barrier``
+  against the raw torch calls at world size one on gloo, where no transport hides
+  what helios adds;
+- print gates: ``global_print`` and ``local_print`` on a rank that does not print,
+  against a bare ``int(os.environ[...])`` test.
 
 helios-ml is installed from PyPI with ``--no-deps`` into ``.bench/`` and its
 ``helios/core/distributed.py`` (which imports only torch) is loaded by path: the
 package's ``__init__`` pulls in opencv, matplotlib and onnx, none of which the
-compared function uses. numpy, which ``all_gather_object`` needs, is installed there
-too, for the multi-process cases only.
+compared function uses.
 """
 
 from __future__ import annotations
@@ -89,6 +93,28 @@ def best_of(fn: Callable[[], object], *, number: int, repeat: int = 7) -> float:
             fn()
         times.append((time.perf_counter() - start) / number)
     return min(times)
+
+
+def paired(
+    a: Callable[[], object], b: Callable[[], object], *, number: int, repeat: int = 41
+) -> tuple[float, float, float]:
+    """Seconds per call of ``a`` and ``b`` and their ratio, robust to drift and order.
+
+    Each round times ``a`` and ``b`` back to back, in alternating order; the result is
+    the median time of each and the median of the per-round ratios ``a / b``.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    ratios: list[float] = []
+    for round_ in range(repeat):
+        order = ((a, ta), (b, tb)) if round_ % 2 == 0 else ((b, tb), (a, ta))
+        for fn, out in order:
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            out.append((time.perf_counter() - start) / number)
+        ratios.append(ta[-1] / tb[-1])
+    return statistics.median(ta), statistics.median(tb), statistics.median(ratios)
 
 
 def interleaved(
@@ -271,62 +297,153 @@ def bench_init(repeat: int) -> list[Row]:
     return [
         Row(
             "world-size-one init + shutdown",
-            "helios_pg.init() (HashStore, helios-local)",
-            "init_process_group (TCPStore)",
+            "helios_pg.init() (HashStore, gloo)",
+            "init_process_group (TCPStore, gloo)",
             ours_t,
             tcp_t,
             "s",
             ratio,
             "alternative / helios (speed-up)",
-            ">= 10",
-            ratio >= 10,
+            "report",
+            True,
         )
     ]
 
 
 def bench_call_cost() -> list[Row]:
-    """The Python cost helios adds per call, apart from any transport: world size one."""
+    """What helios adds per call, apart from any transport: world size one on gloo."""
     import torch
     import torch.distributed as dist
 
     import helios_pg
-    from helios_collectives import all_reduce_tensors, gather_into_tensor
+    from helios_collectives import all_reduce_tensors, gather_into_tensor, safe_barrier
 
-    helios_pg.init()
+    helios_pg.init(backend="gloo")
     try:
         t = torch.rand(1)
-        reduce_ours, reduce_raw = interleaved(
-            lambda: all_reduce_tensors(t), lambda: dist.all_reduce(t), number=2000
-        )
-        gather_ours, gather_raw = interleaved(
-            lambda: gather_into_tensor(t, (1,)),
-            lambda: dist.all_gather_single(torch.empty(1), t),
-            number=2000,
-        )
+
+        def raw_gather() -> None:
+            # What gather_into_tensor does: a new tensor with the input's dtype and device.
+            out = torch.empty((1,), dtype=t.dtype, device=t.device)
+            dist.all_gather_into_tensor(out, t)
+
+        measured: list[tuple[str, str, Callable[[], object], Callable[[], object]]] = [
+            (
+                "all_reduce_tensors",
+                "dist.all_reduce",
+                lambda: all_reduce_tensors(t),
+                lambda: dist.all_reduce(t),
+            ),
+            (
+                "gather_into_tensor",
+                "torch.empty + dist.all_gather_into_tensor",
+                lambda: gather_into_tensor(t, (1,)),
+                raw_gather,
+            ),
+            ("safe_barrier", "dist.barrier", safe_barrier, dist.barrier),
+        ]
+        rows = []
+        for helios, raw, ours_fn, raw_fn in measured:
+            ours, theirs, ratio = paired(ours_fn, raw_fn, number=200, repeat=201)
+            rows.append(
+                Row(
+                    "per-call cost, 1 element, world size one (gloo)",
+                    helios,
+                    raw,
+                    ours,
+                    theirs,
+                    "s",
+                    ratio,
+                    "helios / alternative",
+                    "<= 1.1",
+                    ratio <= 1.1,
+                )
+            )
     finally:
         helios_pg.shutdown()
+    return rows
+
+
+def bench_print_gates() -> list[Row]:
+    """A print on a rank that does not print, against the bare environment-variable gate."""
+    import torch.distributed as dist
+
+    import helios_log
+    import helios_pg
+
+    def bare_global() -> None:
+        if int(os.environ["RANK"]) != 0:
+            return
+        print("never shown")
+
+    def bare_local() -> None:
+        if int(os.environ["LOCAL_RANK"]) != 1:
+            return
+        print("never shown")
+
+    torchrun = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "0",
+        "GROUP_WORLD_SIZE": "1",
+        "ROLE_RANK": "1",
+        "TORCHELASTIC_RUN_ID": "bench",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+    }
+    saved = dict(os.environ)
+    rows = []
+    try:
+        # Rank 1 of a torchrun job, before init: global_print(..., global_rank=0).
+        os.environ.update(torchrun)
+        assert not dist.is_initialized()
+        ours, theirs, ratio = paired(
+            lambda: helios_log.global_print("never shown"), bare_global, number=20_000
+        )
+        rows.append(
+            ("global_print on rank 1, before init, under torchrun", "RANK", ours, theirs, ratio)
+        )
+        # Local rank 0 with a live group: local_print(..., local_rank=1).
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+        helios_pg.init(backend="gloo")
+        try:
+            ours, theirs, ratio = paired(
+                lambda: helios_log.local_print("never shown", local_rank=1),
+                bare_local,
+                number=20_000,
+            )
+        finally:
+            helios_pg.shutdown()
+        rows.append(
+            (
+                "local_print(local_rank=1) on local rank 0, live group",
+                "LOCAL_RANK",
+                ours,
+                theirs,
+                ratio,
+            )
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     return [
         Row(
-            "call cost, world size one (no transport)",
-            helios,
-            raw,
+            f"print gate: {case}",
+            case.split("(")[0].split(" ")[0],
+            f"if int(os.environ[{variable!r}]) != ...: return",
             ours,
             theirs,
             "s",
-            ours - theirs,
-            "added per call, seconds",
-            "report",
-            True,
+            ratio,
+            "helios / alternative",
+            "<= 4",
+            ratio <= 4,
         )
-        for helios, raw, ours, theirs in (
-            ("all_reduce_tensors", "dist.all_reduce", reduce_ours, reduce_raw),
-            (
-                "gather_into_tensor",
-                "torch.empty + dist.all_gather_single",
-                gather_ours,
-                gather_raw,
-            ),
-        )
+        for case, variable, ours, theirs, ratio in rows
     ]
 
 
@@ -334,11 +451,6 @@ def bench_call_cost() -> list[Row]:
 
 
 def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str, Any]]:
-    # all_gather_object, one of the alternatives, converts through numpy; helios never
-    # needs it, so it lives in the benchmark's own folder.
-    extra = BENCH_DIR / "numpy"
-    if not (extra / "numpy").exists():
-        _install(extra, "numpy")
     port = str(_free_port())
     procs = []
     for rank in range(world_size):
@@ -352,7 +464,6 @@ def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str,
             MASTER_PORT=port,
             GLOO_SOCKET_IFNAME="lo",
             PYTHONWARNINGS="ignore",
-            PYTHONPATH=os.pathsep.join([str(extra), os.environ.get("PYTHONPATH", "")]),
         )
         procs.append(
             subprocess.Popen(
@@ -385,6 +496,7 @@ CASES: dict[str, Callable[[argparse.Namespace], list[Row]]] = {
     "gating": lambda a: bench_gating(),
     "init": lambda a: bench_init(a.repeat),
     "call-cost": lambda a: bench_call_cost(),
+    "print-gates": lambda a: bench_print_gates(),
     "collectives": lambda a: [Row(**r) for r in _spawn_workers("collectives", 2, a.timeout)],
 }
 

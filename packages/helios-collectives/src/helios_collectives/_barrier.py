@@ -14,11 +14,17 @@ from torch.distributed.distributed_c10d import Store
 
 from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
 from helios_collectives._group import backend_of, global_ranks, require_group
-from helios_collectives._validation import Description, exchange, validation_enabled
+from helios_collectives._validation import (
+    Description,
+    exchange,
+    validation_enabled,
+    validation_surely_off,
+)
 
 __all__ = ["barrier", "safe_barrier"]
 
 _AVAILABLE = dist.is_available()
+_CUDA: bool | None = None
 _NCCL: weakref.WeakKeyDictionary[dist.ProcessGroup, bool] = weakref.WeakKeyDictionary()
 _KEY_PREFIX = "helios_collectives/barrier"
 _MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
@@ -54,12 +60,25 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
         raise CollectiveArgumentError(message)
     if not (_AVAILABLE and dist.is_initialized()):
         return
+    if not kwargs and not _cuda_available() and validation_surely_off(validate):
+        # The common call without CUDA: no nccl device to name, nothing to validate.
+        dist.barrier()
+        return
     group = require_group("safe_barrier", kwargs.get("group"))
-    if validation_enabled(validate):
+    if not validation_surely_off(validate) and validation_enabled(validate):
         exchange(Description("safe_barrier"), group)
     if kwargs.get("device_ids") is None and _uses_nccl(group):
         kwargs["device_ids"] = [torch.cuda.current_device()]
     dist.barrier(**kwargs)
+
+
+def _cuda_available() -> bool:
+    # Asked once, on the first barrier (not at import: CUDA's driver query is slow
+    # and must not run in every process that merely imports helios).
+    global _CUDA  # noqa: PLW0603
+    if _CUDA is None:
+        _CUDA = torch.cuda.is_available()
+    return _CUDA
 
 
 def _uses_nccl(group: dist.ProcessGroup) -> bool:

@@ -16,11 +16,13 @@ from helios_collectives._validation import (
     describe_tensors,
     run_with_problem,
     validation_enabled,
+    validation_surely_off,
 )
 
 __all__ = ["all_reduce_tensors"]
 
 _OPTIONS = frozenset({"op", "group", "async_op"})
+_AVAILABLE = dist.is_available()
 _SUM = dist.ReduceOp.SUM
 _AVG = dist.ReduceOp.AVG
 
@@ -155,14 +157,19 @@ def all_reduce_tensors(
         TypeError: ``tensor`` is not a tensor or list of tensors, or an unknown
             keyword argument was given.
     """
+    if (
+        not kwargs
+        and type(tensor) is torch.Tensor
+        and _AVAILABLE
+        and dist.is_initialized()
+        and tensor.is_contiguous()
+        and validation_surely_off(validate)
+    ):
+        # The common call: one contiguous tensor, default group and op, no validation.
+        # Nothing can be wrong with it that torch would not report itself.
+        dist.all_reduce(tensor)
+        return tensor
     group, op = _options(kwargs) if kwargs else (None, None)
-    if type(tensor) is torch.Tensor and group is None and op is None and tensor.is_contiguous():
-        # The common call: one contiguous tensor, default group and op. Nothing to
-        # check but the group (and validation mode, which takes the general path).
-        require_group("all_reduce_tensors")
-        if validate is False or (validate is None and not validation_enabled(None)):
-            dist.all_reduce(tensor)
-            return tensor
     tensors, is_list = _as_tensors(tensor)
     pg = require_group("all_reduce_tensors", group)
     problem = _problem(tensors, is_list, op)

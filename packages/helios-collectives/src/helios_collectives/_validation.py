@@ -35,6 +35,7 @@ __all__ = [
     "exchange",
     "run_with_problem",
     "validation_enabled",
+    "validation_surely_off",
 ]
 
 VALIDATE_ENV_VAR = "HELIOS_VALIDATE_COLLECTIVES"
@@ -64,6 +65,23 @@ def _environment_flag() -> str | None:
         raw = _ENVIRON_BYTES.get(_VALIDATE_KEY)
         return None if raw is None else os.fsdecode(raw)
     return os.environ.get(VALIDATE_ENV_VAR)
+
+
+def validation_surely_off(validate: bool | None) -> bool:
+    """Tell, as cheaply as possible, that a call runs without validation.
+
+    True when ``validate`` is False, or None with ``HELIOS_VALIDATE_COLLECTIVES``
+    unset; False means :func:`validation_enabled` must decide (and check the value).
+
+    Args:
+        validate: The caller's choice.
+
+    Returns:
+        Whether validation is certainly off.
+    """
+    if validate is None:
+        return _ENVIRON_BYTES is not None and _VALIDATE_KEY not in _ENVIRON_BYTES
+    return validate is False
 
 
 def validation_enabled(validate: bool | None) -> bool:
