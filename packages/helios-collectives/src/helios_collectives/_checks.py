@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
-__all__ = ["check_tensor", "overlap_problem"]
+__all__ = ["check_tensor", "overlap_problem", "positions"]
 
 
 def check_tensor(value: object, what: str) -> torch.Tensor:
@@ -46,3 +48,18 @@ def overlap_problem(tensor: torch.Tensor, what: str) -> str | None:
                 f"place; pass {what}.clone() or {what}.contiguous()"
             )
     return None
+
+
+def positions(values: Sequence[object]) -> dict[str, list[int]]:
+    """Group the indices of ``values`` by each value's text, in order of appearance.
+
+    Args:
+        values: Such as the dtypes of a list of tensors.
+
+    Returns:
+        Each distinct ``str(value)`` and the indices where it stands.
+    """
+    where: dict[str, list[int]] = {}
+    for index, value in enumerate(values):
+        where.setdefault(str(value), []).append(index)
+    return where

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from helios_collectives._checks import check_tensor, overlap_problem
+from helios_collectives._checks import check_tensor, overlap_problem, positions
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import backend_of, require_group
 from helios_collectives._validation import (
@@ -60,11 +60,9 @@ def _options(kwargs: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _listing(values: Sequence[object]) -> str:
-    where: dict[str, list[int]] = {}
-    for index, value in enumerate(values):
-        where.setdefault(str(value), []).append(index)
     return ", ".join(
-        f"{value} at index {', '.join(str(i) for i in indices)}" for value, indices in where.items()
+        f"{value} at index {', '.join(str(i) for i in indices)}"
+        for value, indices in positions(values).items()
     )
 
 

@@ -24,6 +24,7 @@ from typing import cast
 import torch
 import torch.distributed as dist
 
+from helios_collectives._checks import positions
 from helios_collectives._comm import all_gather_flat
 from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
 from helios_collectives._group import control_device, global_ranks
@@ -128,9 +129,7 @@ def _shorten(value: str) -> str:
 
 
 def _grouped(values: Sequence[object]) -> str:
-    where: dict[str, list[int]] = {}
-    for index, value in enumerate(values):
-        where.setdefault(str(value), []).append(index)
+    where = positions(values)
     if len(where) == 1:
         return next(iter(where))
     return "mixed: " + "; ".join(f"{v} at {', '.join(map(str, i))}" for v, i in where.items())
