@@ -31,7 +31,7 @@ from helios_collectives import (
     gather_uneven,
     safe_barrier,
 )
-from helios_collectives._comm import gather_function_name
+from helios_collectives._torch import BARRIER_TAKES_TIMEOUT, gather_function_name
 
 GATHER = gather_function_name(dist)  # the gather torch offers: all_gather_single where it can
 
@@ -65,7 +65,8 @@ def no_communication(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("a collective started")
 
     for name in ("all_reduce", "all_gather_single", "all_gather_into_tensor", "barrier"):
-        monkeypatch.setattr(dist, name, forbidden)
+        if hasattr(dist, name):  # all_gather_single exists from torch 2.14 on
+            monkeypatch.setattr(dist, name, forbidden)
 
 
 # ------------------------------------------------------------------ no group
@@ -370,10 +371,25 @@ def test_safe_barrier_passes_the_current_device_on_nccl(
 
 def test_safe_barrier_on_gloo_leaves_device_ids_alone(world_of_one: None, spy: Spy) -> None:
     calls = spy("barrier")
-    safe_barrier(timeout=timedelta(seconds=5))
+    safe_barrier(group=dist.group.WORLD)
     ((_, kwargs),) = calls
     assert "device_ids" not in kwargs
+
+
+@pytest.mark.skipif(not BARRIER_TAKES_TIMEOUT, reason="torch's barrier takes timeout from 2.12")
+def test_safe_barrier_passes_its_timeout_to_torch(world_of_one: None, spy: Spy) -> None:
+    calls = spy("barrier")
+    safe_barrier(timeout=timedelta(seconds=5))
+    ((_, kwargs),) = calls
     assert kwargs["timeout"] == timedelta(seconds=5)
+
+
+@pytest.mark.skipif(BARRIER_TAKES_TIMEOUT, reason="this torch's barrier takes a timeout")
+def test_safe_barrier_names_the_torch_its_timeout_needs(
+    world_of_one: None, no_communication: None
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match=r"torch 2\.12 or later"):
+        safe_barrier(timeout=timedelta(seconds=5))
 
 
 def test_barrier_at_world_one_passes_again_and_again(world_of_one: None) -> None:

@@ -10,6 +10,7 @@ collectives under ``torch.compile``, object collectives and ``new_group``.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -83,11 +84,16 @@ def fsdp2(_: Path) -> Any:
 
 def dtensor(_: Path) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
+    # torch before 2.5 keeps DTensor under torch.distributed._tensor.
+    module: Any = importlib.import_module("torch.distributed.tensor")
+    if not hasattr(module, "Replicate"):
+        module = importlib.import_module("torch.distributed._tensor")
+    # torch before 2.5 warns that its random ops may not fully support a CPU mesh.
+    warnings.filterwarnings("ignore", "DTensor random operators", UserWarning)
     mesh = init_device_mesh("cpu", (1,))
-    sharded = distribute_tensor(batch(), mesh, [Shard(0)])
-    return sharded.redistribute(mesh, [Replicate()]).to_local().tolist()
+    sharded = module.distribute_tensor(batch(), mesh, [module.Shard(0)])
+    return sharded.redistribute(mesh, [module.Replicate()]).to_local().tolist()
 
 
 def checkpoint(tmp_path: Path) -> Any:
@@ -95,6 +101,10 @@ def checkpoint(tmp_path: Path) -> Any:
     from torch.distributed.checkpoint.state_dict_saver import save
 
     saved = model()
+    # torch before 2.5 calls its own deprecated tensor.storage() while saving, and
+    # torch.load without weights_only while loading.
+    warnings.filterwarnings("ignore", "TypedStorage is deprecated", UserWarning)
+    warnings.filterwarnings("ignore", "You are using `torch.load`", FutureWarning)
     save({"model": saved.state_dict()}, checkpoint_id=tmp_path / "checkpoint")
     loaded = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     state = {"model": loaded.state_dict()}
@@ -154,8 +164,13 @@ def test_client_code_behaves_as_on_a_hand_made_gloo_group(name: str, tmp_path: P
     scenario = SCENARIOS[name]
     (tmp_path / "helios").mkdir()
     (tmp_path / "hand").mkdir()
-    with helios_group():
-        ours = scenario(tmp_path / "helios")
-    with hand_made_group():
-        theirs = scenario(tmp_path / "hand")
+    with warnings.catch_warnings():
+        try:
+            with hand_made_group():
+                theirs = scenario(tmp_path / "hand")
+        except (RuntimeError, NotImplementedError) as error:
+            # Not helios's to fix: FSDP2 before torch 2.6 needs CUDA, say.
+            pytest.skip(f"torch {torch.__version__} cannot run {name} on a CPU gloo group: {error}")
+        with helios_group():
+            ours = scenario(tmp_path / "helios")
     assert ours == theirs

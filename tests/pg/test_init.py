@@ -104,7 +104,6 @@ def test_a_world_of_one_keeps_ordinary_collective_and_work_behaviour() -> None:
         assert work is not None
         assert work.wait()
         assert work.is_completed()
-        assert work.exception() is None
         future = work.get_future()
         assert future.done()
         assert [t.tolist() for t in future.value()] == [[0.0, 1.0, 2.0, 3.0]]

@@ -289,3 +289,15 @@ def test_a_program_using_process_group_exits_with_its_group_destroyed(
 ) -> None:
     # single_report also checks stderr for torch's undestroyed-group warning.
     assert single_report(single, "world-of-one-exit")["initialized"] is False
+
+
+# --- teardown ------------------------------------------------------------------------
+
+
+def test_shutdown_right_after_collectives_never_hangs() -> None:
+    # Without helios's care, torch before 2.8 hangs here within a few hundred rounds.
+    rounds = 300
+    command = [sys.executable, str(WORKERS / "teardown.py"), f"--rounds={rounds}"]
+    (finished,) = run_processes([(command, base_env(CPU_ONLY))], limit=LIMIT)
+    expect_clean_exit([finished])
+    assert results(finished) == [{"rounds": rounds, "initialized": False}]

@@ -14,6 +14,7 @@ from torch.distributed.distributed_c10d import Store
 
 from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
 from helios_collectives._group import backend_of, global_ranks, require_group
+from helios_collectives._torch import BARRIER_TAKES_TIMEOUT
 from helios_collectives._validation import (
     Description,
     exchange,
@@ -43,19 +44,26 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
             when the ranks are not all in a barrier (see
             ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
         **kwargs: Keyword arguments for ``torch.distributed.barrier`` (``group``,
-            ``async_op``, ``device_ids``, ``timeout``).
+            ``async_op``, ``device_ids``, and from torch 2.12 ``timeout``).
 
     Raises:
         CollectiveMismatchError: In validation mode, some ranks are in another
             collective (a ``ValueError``, raised on every rank).
-        CollectiveArgumentError: ``async_op=True`` was given (a ``ValueError``, raised
-            before anything is sent).
+        CollectiveArgumentError: ``async_op=True`` was given, or ``timeout`` on a torch
+            older than 2.12 (a ``ValueError``, raised before anything is sent).
         TypeError: ``group`` is not a process group.
     """
     if kwargs.get("async_op"):
         message = (
             "safe_barrier(async_op=True) would return before the barrier completes and "
             "drop its handle; call torch.distributed.barrier(async_op=True) for a handle"
+        )
+        raise CollectiveArgumentError(message)
+    if "timeout" in kwargs and not BARRIER_TAKES_TIMEOUT:
+        message = (
+            f"safe_barrier(timeout=...) needs torch 2.12 or later, whose barrier takes a "
+            f"timeout; this is torch {torch.__version__}. Use helios_collectives.barrier("
+            "timeout), which works on every torch, or drop timeout"
         )
         raise CollectiveArgumentError(message)
     if not (_AVAILABLE and dist.is_initialized()):

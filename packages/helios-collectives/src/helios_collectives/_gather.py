@@ -11,9 +11,9 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._checks import check_tensor
-from helios_collectives._comm import all_gather_flat
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import require_group
+from helios_collectives._torch import all_gather_flat
 from helios_collectives._validation import (
     Description,
     describe_tensors,

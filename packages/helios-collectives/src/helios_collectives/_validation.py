@@ -25,9 +25,9 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._checks import positions
-from helios_collectives._comm import all_gather_flat
 from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
 from helios_collectives._group import control_device, global_ranks
+from helios_collectives._torch import all_gather_flat
 
 __all__ = [
     "VALIDATE_ENV_VAR",

@@ -17,6 +17,7 @@ from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 from helios_pg._rendezvous import EnvStore, default_timeout, explain_failure, open_env_store
+from helios_pg._torch import destroy_without_deadlock
 
 __all__ = ["init", "process_group", "shutdown"]
 
@@ -170,7 +171,7 @@ def init(
         dist.init_process_group(**kwargs)
     except (RuntimeError, ValueError) as exc:
         if dist.is_initialized():
-            dist.destroy_process_group()
+            destroy_without_deadlock()
         message = explain_failure(
             exc,
             backend=chosen,
@@ -199,10 +200,10 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
     if not dist.is_available() or not dist.is_initialized():
         return
     if group is None:
-        dist.destroy_process_group()
+        destroy_without_deadlock()
         return
     try:
-        dist.destroy_process_group(group)
+        destroy_without_deadlock(group)
     except ValueError:
         # torch reports a group it no longer knows as "Invalid process group specified".
         return

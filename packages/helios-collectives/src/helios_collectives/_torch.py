@@ -1,13 +1,22 @@
-"""The raw torch gather: the current API where this torch has it."""
+"""What differs between the torch releases helios-collectives supports, by feature detection.
+
+- The flat all-gather: ``all_gather_single`` where torch has it (and deprecates
+  ``all_gather_into_tensor``), else ``all_gather_into_tensor``.
+- ``torch.distributed.barrier`` takes ``timeout`` only from torch 2.12 on.
+"""
 
 from __future__ import annotations
 
+import inspect
 from types import ModuleType
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_gather_flat", "gather_function_name"]
+__all__ = ["BARRIER_TAKES_TIMEOUT", "all_gather_flat", "gather_function_name"]
+
+BARRIER_TAKES_TIMEOUT = "timeout" in inspect.signature(dist.barrier).parameters
+"""Whether ``torch.distributed.barrier`` accepts ``timeout`` (torch 2.12 and later)."""
 
 
 def gather_function_name(module: ModuleType) -> str:
