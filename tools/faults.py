@@ -8,7 +8,7 @@ Every scenario runs in processes of its own over gloo on 127.0.0.1, on fresh fre
 ports, with a short process-group timeout (5 s) and a time limit on every process;
 the tool kills only the processes it started (each launch in a session of its own).
 
-Scenarios (issue 7):
+Scenarios:
 
 - malformed launcher variables: ``get_dist_info`` in a fresh process per case, and
   ``helios_pg.init`` (one process tries every case, the environment set per case);
@@ -59,7 +59,7 @@ MARGIN = 20.0
 PROMPT = 1.0
 """Seconds: "at once", for errors that need no network."""
 DEATH_BOUND = 2.0
-"""Seconds from a peer's death to the survivors' errors (issue 7, case 4)."""
+"""Seconds from a peer's death to the survivors' errors."""
 SKIP_SLACK = 3.0
 """Seconds beyond the timeout within which a skipped collective must fail."""
 

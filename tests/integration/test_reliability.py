@@ -1,14 +1,13 @@
-"""Faults on real gloo processes over 127.0.0.1 (issue 7, cases 3, 4 and 9).
+"""Faults on real gloo processes over 127.0.0.1: peers that never join, die, or leave traces.
 
 Two launches, each shared by the tests that read it:
 
 - three hand-started ranks (workers/reliability_hygiene.py) run a full group, then a
-  rendezvous that a peer never joins (case 3), and report what init and shutdown left
-  behind: environment variables, threads, child processes, a group (case 9);
+  rendezvous that a peer never joins, and report what init and shutdown left
+  behind: environment variables, threads, child processes, a group;
 - one process (workers/reliability_deaths.py) imports torch once and forks a fresh
   three-rank group per scenario, in which one rank dies (``os._exit`` or ``SIGKILL``)
-  before or during ``all_reduce_tensors``, ``gather_into_tensor`` or ``barrier``
-  (case 4).
+  before or during ``all_reduce_tensors``, ``gather_into_tensor`` or ``barrier``.
 
 Every launch has a parent-side time limit and fresh free ports, the groups a 5 s
 timeout. Times are asserted only against the timeout plus a generous margin (this
@@ -91,7 +90,7 @@ def expect_exit_status(finished: list[Finished], status: int = 0) -> None:
         assert item.returncode == status, item.describe()
 
 
-# --- the launches -------------------------------------------------------------------
+# --- the launches ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -192,7 +191,7 @@ def death(run: Launch, scenario: dict[str, Any]) -> Death:
     return Death(scenario, dying[0]["died_at"], survivors, exits)
 
 
-# --- case 3: a peer that never joins --------------------------------------------------
+# --- a peer that never joins ----------------------------------------------------------
 
 
 def never_joins(hygiene: dict[int, dict[str, Any]], rank: int) -> dict[str, Any]:
@@ -238,7 +237,7 @@ def test_a_rank_whose_store_host_never_came_is_told_rank_0_is_missing(
     assert re.search(r"\brank 0\b", outcome["message"]), outcome["message"]
 
 
-# --- case 4: a peer that dies --------------------------------------------------------
+# --- a peer that dies -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("scenario", DEATH_SCENARIOS, ids=[s["id"] for s in DEATH_SCENARIOS])
@@ -310,7 +309,7 @@ def test_the_deaths_run_itself_exits_cleanly(deaths_run: Launch) -> None:
     assert not [r for r in deaths_run.reports if r["role"] == "crashed"], deaths_run.log()
 
 
-# --- case 9: hygiene after multi-process runs ----------------------------------------
+# --- hygiene after multi-process runs -----------------------------------------------------
 
 
 @pytest.fixture

@@ -18,8 +18,6 @@ from torch._C._distributed_c10d import HashStore
 import helios_pg
 from helios_env import DistributedInfo, LauncherEnvError, get_dist_info
 from helios_pg import (
-    DEFAULT_MASTER_ADDR,
-    DEFAULT_MASTER_PORT,
     ProcessGroupInitError,
     init,
     init_dist,
@@ -29,6 +27,7 @@ from helios_pg import (
     shutdown,
     shutdown_dist,
 )
+from helios_pg._helios_ml import DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT
 
 NO_CUDA = pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks what happens when CUDA is not available"

@@ -81,6 +81,8 @@ def consume(environ: Mapping[str, str]) -> None:
     assert_type(report.master_addr, str | None)
     assert_type(report.master_port, int | None)
     assert_type(report.rendezvous, str | None)
+    assert_type(report.as_dict(), dict[str, object])
+    assert_type(report.format(), str)
 
     try:
         get_world_size()

@@ -33,9 +33,7 @@ from helios_env import (
     DistributedInfo,
     EnvironmentReport,
     LauncherEnvError,
-    format_report,
     inspect_environment,
-    report_as_dict,
 )
 from helios_pg import ProcessGroupInitError, local_device, process_group
 
@@ -128,7 +126,7 @@ def _print_text(
         for rank, why in sorted(result.failures.items()):
             print(f"          rank {rank}: {why}", file=out)
     if points:
-        world = (bindings and len(bindings)) or 1
+        world = max(len(bindings), 1)  # one binding per rank
         print(f"\nbenchmark (float32, {world} rank(s), slowest rank's time)", file=out)
         rows = [
             [
@@ -153,11 +151,11 @@ def _emit(
 ) -> None:
     passed = all(c.passed for c in checks)
     if json_target is None:
-        _print_text(sys.stdout, format_report(report), bindings, checks, points)
+        _print_text(sys.stdout, report.format(), bindings, checks, points)
     else:
         data = {
             "ok": passed,
-            "environment": report_as_dict(report),
+            "environment": report.as_dict(),
             "bindings": bindings,
             "checks": [asdict(c) for c in checks],
             "benchmark": [asdict(p) for p in points],

@@ -14,7 +14,6 @@ from helios_env._queries import (
     get_local_world_size,
     get_world_size,
 )
-from helios_env._report import format_report, report_as_dict
 from helios_env._resolve import EnvironmentReport, get_dist_info, inspect_environment
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "Launcher",
     "LauncherEnvError",
     "detect_launcher",
-    "format_report",
     "get_dist_info",
     "get_global_rank",
     "get_local_rank",
@@ -31,7 +29,6 @@ __all__ = [
     "get_world_size",
     "inspect_environment",
     "is_using_torchrun",
-    "report_as_dict",
 ]
 
 __version__ = "0.1.0"

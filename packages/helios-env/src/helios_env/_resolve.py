@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -61,6 +63,64 @@ class EnvironmentReport:
             return None
         host = f"[{self.master_addr}]" if ":" in self.master_addr else self.master_addr
         return f"{host}:{self.master_port}"
+
+    def as_dict(self) -> dict[str, object]:
+        """Turn this report into plain JSON-ready data.
+
+        Returns:
+            A dictionary of JSON types, with ``"valid": True``.
+        """
+        info = self.info
+        return {
+            "valid": True,
+            "launcher": self.launcher.value,
+            "process_group": self.process_group,
+            "local_rank": info.local_rank,
+            "rank": info.rank,
+            "local_world_size": info.local_world_size,
+            "world_size": info.world_size,
+            "node_rank": self.node_rank,
+            "num_nodes": self.num_nodes,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "master_addr": self.master_addr,
+            "master_port": self.master_port,
+            "sources": dict(self.sources),
+        }
+
+    def format(self) -> str:
+        """Render this report as an aligned, human-readable table.
+
+        Returns:
+            The text, one line per value, each with its source in brackets.
+        """
+        info = self.info
+        src = self.sources
+        rendezvous = self.rendezvous or "not set (MASTER_ADDR / MASTER_PORT)"
+        group = "live default group" if self.process_group else "none"
+        rows = [
+            ("launcher", str(self.launcher), ""),
+            ("process group", group, ""),
+            ("rank", f"{info.rank} of {info.world_size}", f"{src['rank']}, {src['world_size']}"),
+            (
+                "local rank",
+                f"{info.local_rank} of {info.local_world_size}",
+                f"{src['local_rank']}, {src['local_world_size']}",
+            ),
+            (
+                "node",
+                f"{self.node_rank} of {self.num_nodes}",
+                f"{src['node_rank']}, {src['num_nodes']}",
+            ),
+            ("host", f"{socket.gethostname()} (pid {os.getpid()})", ""),
+            ("rendezvous", rendezvous, ""),
+        ]
+        width = max(len(name) for name, _, _ in rows)
+        lines = ["helios-env: distributed environment of this process"]
+        for name, value, source in rows:
+            suffix = f"  [{source}]" if source else ""
+            lines.append(f"  {name:<{width}}  {value}{suffix}")
+        return "\n".join(lines)
 
 
 def _master(get: Getter) -> tuple[str | None, int | None]:

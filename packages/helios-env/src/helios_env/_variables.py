@@ -120,13 +120,14 @@ def _slurm_local_world_size(get: Getter) -> tuple[int, str] | None:
     return counts[node], "SLURM_STEP_TASKS_PER_NODE"
 
 
-def _check_pair(get: Getter, small: str, big: str, small_v: int, big_v: int) -> None:
-    if small_v >= big_v:
+def _check_below(get: Getter, lower: str, upper: str, lower_value: int, upper_value: int) -> None:
+    """Require the variable ``lower`` to be smaller than ``upper`` (a rank and its size)."""
+    if lower_value >= upper_value:
         message = (
-            f"{small} must be smaller than {big}, got {small}={get(small)!r} "
-            f"and {big}={get(big)!r}; fix the launcher configuration or unset both"
+            f"{lower} must be smaller than {upper}, got {lower}={get(lower)!r} "
+            f"and {upper}={get(upper)!r}; fix the launcher configuration or unset both"
         )
-        raise LauncherEnvError(small, get(small), message)
+        raise LauncherEnvError(lower, get(lower), message)
 
 
 def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str, str]] | None:
@@ -152,7 +153,7 @@ def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str
             f"set {missing} too, or unset {present}"
         )
         raise LauncherEnvError(missing, None, message)
-    _check_pair(get, names.rank, names.world_size, rank, world_size)
+    _check_below(get, names.rank, names.world_size, rank, world_size)
     sources = {"rank": names.rank, "world_size": names.world_size}
     if local_world_size is not None:
         assert names.local_world_size is not None

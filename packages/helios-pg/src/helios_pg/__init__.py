@@ -6,13 +6,6 @@ a local ``HashStore`` with no port at all. ``shutdown`` is safe to call at any t
 """
 
 from helios_pg._backend import default_backend
-from helios_pg._compat import (
-    DEFAULT_MASTER_ADDR,
-    DEFAULT_MASTER_PORT,
-    init_dist,
-    is_dist_active,
-    shutdown_dist,
-)
 from helios_pg._device import local_device
 from helios_pg._errors import (
     BackendUnavailableError,
@@ -20,11 +13,10 @@ from helios_pg._errors import (
     ProcessGroupInitError,
     RendezvousConfigError,
 )
+from helios_pg._helios_ml import init_dist, is_dist_active, shutdown_dist
 from helios_pg._init import init, process_group, shutdown
 
 __all__ = [
-    "DEFAULT_MASTER_ADDR",
-    "DEFAULT_MASTER_PORT",
     "BackendUnavailableError",
     "DeviceBindingError",
     "ProcessGroupInitError",

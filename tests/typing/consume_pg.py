@@ -1,0 +1,77 @@
+"""A downstream module that uses every public name of helios_pg; read by mypy only.
+
+Nothing here runs: pytest does not collect this file and ``consume`` is never called.
+mypy --strict checks the public API as downstream code sees it from the wheel.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import helios_pg
+from helios_env import DistributedInfo
+from helios_pg import (
+    BackendUnavailableError,
+    DeviceBindingError,
+    ProcessGroupInitError,
+    RendezvousConfigError,
+    default_backend,
+    init,
+    init_dist,
+    is_dist_active,
+    local_device,
+    process_group,
+    shutdown,
+    shutdown_dist,
+)
+
+if sys.version_info >= (3, 11):
+    from typing import assert_type
+else:  # mypy checks this branch for python_version 3.10; mypy itself needs typing_extensions
+    from typing_extensions import assert_type
+
+
+def consume(group: dist.ProcessGroup) -> None:
+    """Call every public function the way a user's program would."""
+    assert_type(default_backend(), str)
+    assert_type(local_device(), torch.device)
+    assert_type(init(), None)
+    assert_type(
+        init(backend="gloo", timeout=timedelta(seconds=30), world_size=2, rank=1, device_id=0),
+        None,
+    )
+    assert_type(init(device_id=torch.device("cuda", 0), store=object(), pg_options=None), None)
+    assert_type(shutdown(), None)
+    assert_type(shutdown(group), None)
+    with process_group(backend="gloo") as info:
+        assert_type(info, DistributedInfo)
+    assert_type(init_dist(), None)
+    assert_type(init_dist("gloo", rank=0, world_size=2), None)
+    assert_type(shutdown_dist(), None)
+    assert_type(is_dist_active(), bool)
+
+    errors: list[type[Exception]] = [
+        BackendUnavailableError,
+        DeviceBindingError,
+        RendezvousConfigError,
+        ProcessGroupInitError,
+    ]
+    value_errors: list[type[ValueError]] = [
+        BackendUnavailableError,
+        DeviceBindingError,
+        RendezvousConfigError,
+    ]
+    runtime_error: type[RuntimeError] = ProcessGroupInitError
+    print(errors, value_errors, runtime_error)
+    assert_type(helios_pg.__all__, list[str])
+
+
+def misuse() -> None:
+    """Mistakes the types must reject; strict mode fails if an ignore goes unused."""
+    init("gloo")  # type: ignore[call-arg]
+    init(world_size="2")  # type: ignore[arg-type]
+    init_dist(rank="0", world_size=2)  # type: ignore[arg-type]
