@@ -206,9 +206,7 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
             store.delete_key(f"{prefix}/{number - 1}/{me}")
             if me == ranks[0]:
                 store.delete_key(f"{prefix}/{number - 1}/count")
-    except BarrierTimeoutError:
-        raise
-    except RuntimeError as exc:  # DistStoreError, DistNetworkError
+    except dist.DistError as exc:  # DistStoreError, DistNetworkError: the store is gone
         message = (
             "barrier: the rendezvous store is unreachable (the process that hosts it, rank 0 "
             f"of a hand-started job or torchrun's agent, may have died): {exc}"

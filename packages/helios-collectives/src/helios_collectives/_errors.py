@@ -1,4 +1,19 @@
-"""Errors raised by the collectives."""
+"""Every error helios-collectives raises, by what the caller can do about it.
+
+Hierarchy::
+
+    ValueError                          the call is wrong: fix the arguments
+    ├── CollectiveArgumentError         wrong on this rank (size, empty list, AVG of
+    │                                   integers, overlapping memory, async_op)
+    └── CollectiveMismatchError         ranks disagree on the call (validation mode and
+                                        gather_uneven); the same error on every rank
+    RuntimeError                        the group cannot do it now
+    ├── ProcessGroupNotInitializedError no process group: call helios_pg.init()
+    └── BarrierError                    barrier(timeout) could not complete
+        └── BarrierTimeoutError         some ranks did not arrive; names them
+
+``TypeError`` is raised, unsubclassed, for arguments of the wrong type.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""Errors raised for malformed launcher variables."""
+"""The one error helios-env raises: a launcher variable that cannot be trusted.
+
+Hierarchy::
+
+    ValueError
+    └── LauncherEnvError        a launcher variable is malformed, missing, or contradicts
+                                another one; names the variable and its value
+"""
 
 from __future__ import annotations
 
