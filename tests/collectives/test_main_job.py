@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import helios_pg
-from helios_collectives._sizes import SizeSpecError, format_bytes, parse_size, parse_sizes
-from helios_collectives._sweep import bus_factor
+from helios_collectives._main.sizes import SizeSpecError, format_bytes, parse_size, parse_sizes
+from helios_collectives._main.sweep import bus_factor
 from tests.support.procs import base_env, run_processes, run_torchrun
 
 QUICK = ["--sizes", "4B:4KiB:32", "--iters", "2", "--warmup", "0"]
@@ -87,8 +87,9 @@ def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
 
 def test_a_wrong_result_on_one_rank_fails_the_run_and_names_the_rank(tmp_path: Path) -> None:
     result = tmp_path / "result.json"
-    args = ["-m", "helios_collectives", "--no-bench", "--json", str(result)]
-    done = run_torchrun([*args, "--inject-fault", "gather_uneven:1"], nproc=2, limit=120)
+    worker = Path(__file__).resolve().parent / "workers" / "wrong_result.py"
+    args = [str(worker), "--no-bench", "--json", str(result)]
+    done = run_torchrun(args, nproc=2, extra_env={"HELIOS_TEST_WRONG_RANK": "1"}, limit=120)
     assert done.returncode != 0
     data = json.loads(result.read_text())
     assert data["ok"] is False

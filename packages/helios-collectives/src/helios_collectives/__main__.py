@@ -1,5 +1,5 @@
 """``python -m helios_collectives``: check and benchmark a distributed setup."""
 
-from helios_collectives._cli import main
+from helios_collectives._main.cli import main
 
 raise SystemExit(main())

@@ -25,10 +25,10 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from helios_collectives._objects import exchange_objects
-from helios_collectives._sizes import SizeSpecError, format_bytes, parse_sizes
-from helios_collectives._sweep import SweepPoint, run_sweep
-from helios_collectives._verify import CHECKS, CheckResult, run_checks
+from helios_collectives._main.objects import exchange_objects
+from helios_collectives._main.sizes import SizeSpecError, format_bytes, parse_sizes
+from helios_collectives._main.sweep import SweepPoint, run_sweep
+from helios_collectives._main.verify import CheckResult, run_checks
 from helios_env import (
     DistributedInfo,
     EnvironmentReport,
@@ -75,7 +75,6 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=300.0, help="process-group timeout in seconds"
     )
     parser.add_argument("--no-bench", action="store_true", help="run the checks only")
-    parser.add_argument("--inject-fault", metavar="CHECK:RANK", help=argparse.SUPPRESS)
     return parser
 
 
@@ -170,17 +169,6 @@ def _emit(
         print(f"helios-collectives: FAILED checks: {', '.join(failed)}", file=sys.stderr)
 
 
-def _parse_fault(text: str | None, parser: argparse.ArgumentParser) -> tuple[str, int] | None:
-    if text is None:
-        return None
-    name, _, rank = text.rpartition(":")
-    if name not in CHECKS or not rank.isdigit():
-        parser.error(
-            f"--inject-fault {text!r}: expected CHECK:RANK with CHECK one of {list(CHECKS)}"
-        )
-    return name, int(rank)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the check and benchmark.
 
@@ -200,7 +188,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.iters < 1 or args.warmup < 0:
         parser.error(f"--iters must be >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
-    fault = _parse_fault(args.inject_fault, parser)
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(
@@ -223,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bindings = exchange_objects(_binding(device, report.info), device)
         if progress:
             print("helios-collectives: verifying collectives ...", file=progress, flush=True)
-        checks = run_checks(device, inject_fault=fault)
+        checks = run_checks(device)
         points: list[SweepPoint] = []
         if not args.no_bench:
             points = run_sweep(

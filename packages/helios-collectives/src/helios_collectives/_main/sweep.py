@@ -20,8 +20,8 @@ import torch.distributed as dist
 
 from helios_collectives._barrier import safe_barrier
 from helios_collectives._gather import gather_into_tensor
+from helios_collectives._main.sizes import format_bytes
 from helios_collectives._reduce import all_reduce_tensors
-from helios_collectives._sizes import format_bytes
 
 __all__ = ["SweepPoint", "bus_factor", "run_sweep"]
 
