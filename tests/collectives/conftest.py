@@ -8,6 +8,7 @@ rank costs seconds of CPU for the torch import) and runs every case in one go.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from tests.collectives.strategies import (
     reduce_list_cases,
     uneven_cases,
 )
-from tests.support.procs import LAUNCHER_VARIABLES, Finished, results, run_hand_started
+from tests.support.procs import Finished, is_launcher_variable, results, run_hand_started
 
 WORKERS = Path(__file__).parent / "workers"
 GROUP_TIMEOUT = 5.0
@@ -143,8 +144,9 @@ def property_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 @pytest.fixture(autouse=True)
 def plain_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Start every in-process test as a plain process, with validation mode unset."""
-    for name in (*LAUNCHER_VARIABLES, VALIDATE_ENV_VAR):
-        monkeypatch.delenv(name, raising=False)
+    for name in filter(is_launcher_variable, list(os.environ)):
+        monkeypatch.delenv(name)
+    monkeypatch.delenv(VALIDATE_ENV_VAR, raising=False)
 
 
 @pytest.fixture

@@ -8,18 +8,14 @@ import sys
 import pytest
 
 from tests.env.launchers import FakeDistributed, LiveGroup
-from tests.support.procs import LAUNCHER_VARIABLES
-
-# Variables that a launcher may set besides those the helpers in tests/support know:
-# the test run itself may sit inside a SLURM allocation or an mpirun.
-LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "TORCHELASTIC_", "GROUP_", "ROLE_")
+from tests.support.procs import is_launcher_variable
 
 
 @pytest.fixture(autouse=True)
 def plain_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run each test as a plain process: no launcher variables, no ``torch.distributed``."""
     for name in list(os.environ):
-        if name in LAUNCHER_VARIABLES or name.startswith(LAUNCHER_PREFIXES):
+        if is_launcher_variable(name):
             monkeypatch.delenv(name)
     # Another package's tests may have imported torch in this pytest process; helios_env
     # must then behave as if torch.distributed had never been imported.

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from helios_log import HANDLER_NAME
-from tests.support.procs import LAUNCHER_VARIABLES
+from tests.support.procs import is_launcher_variable
 
 SetRanks = Callable[..., None]
 
@@ -35,8 +36,8 @@ class RecordingFile:
 @pytest.fixture(autouse=True)
 def plain_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Start every test as a plain process: no launcher variable set."""
-    for name in LAUNCHER_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    for name in filter(is_launcher_variable, list(os.environ)):
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture

@@ -9,11 +9,7 @@ from collections.abc import Iterator
 import pytest
 import torch.distributed as dist
 
-from tests.support.procs import LAUNCHER_VARIABLES, free_port
-
-# Variables a launcher may set besides those tests/support knows: the test run itself
-# may sit inside a SLURM allocation, an mpirun or a torchrun.
-LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "TORCHELASTIC_", "GROUP_", "ROLE_")
+from tests.support.procs import free_port, is_launcher_variable
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +21,7 @@ def plain_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     every later test sees, so it is destroyed before the failure is reported.
     """
     for name in list(os.environ):
-        if name in LAUNCHER_VARIABLES or name.startswith(LAUNCHER_PREFIXES):
+        if is_launcher_variable(name):
             monkeypatch.delenv(name)
     # Gloo picks its interface from the host name; keep in-process groups on loopback.
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")

@@ -23,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "LAUNCHER_PREFIXES",
     "LAUNCHER_VARIABLES",
     "Finished",
     "base_env",
     "free_port",
+    "is_launcher_variable",
+    "plain_environment",
     "results",
     "run_hand_started",
     "run_processes",
@@ -62,6 +65,19 @@ LAUNCHER_VARIABLES = (
     "SLURM_LOCALID",
     "SLURM_NODEID",
 )
+"""Variables a launcher sets for a process, by name."""
+LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "TORCHELASTIC_", "GROUP_", "ROLE_", "PMI_", "MV2_")
+"""Prefixes of the rest: this test run may itself sit inside srun, mpirun or torchrun."""
+
+
+def is_launcher_variable(name: str) -> bool:
+    """Whether a launcher may have set ``name`` (and a plain process must not see it)."""
+    return name in LAUNCHER_VARIABLES or name.startswith(LAUNCHER_PREFIXES)
+
+
+def plain_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without any variable a launcher may have set."""
+    return {k: v for k, v in environ.items() if not is_launcher_variable(k)}
 
 
 @dataclass(frozen=True)
@@ -89,7 +105,7 @@ def free_port() -> int:
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without any launcher variable, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env = plain_environment(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     # Worker scripts import tests.support.worker.
     paths = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
