@@ -9,6 +9,9 @@ to be decoded back.
 
 Calls are numbered per group, and only calls that exchange a description count, so
 the bookkeeping costs nothing while validation mode is off.
+
+The module is a little over 300 lines because it holds validation mode whole: the
+switch, the description, its exchange and the comparison that words the error.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import torch.distributed as dist
 from torch.distributed import constants
 from torch.distributed.rendezvous import rendezvous
 
@@ -22,7 +23,6 @@ __all__ = ["EnvStore", "default_timeout", "explain_failure", "open_env_store"]
 
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
-_CONNECT_FAILED = re.compile(r"trying to connect|connect(ion)? (timed out|refused)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,9 @@ def explain_failure(
     where = _where()
     within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
     head = f"could not create the {backend} process group (rank {rank} of {world_size})"
+    # By type first. A busy port has no type of its own (a DistNetworkError from torch
+    # 2.5, a plain RuntimeError before), and the count of joined ranks is only in the
+    # text of torch's DistStoreError: those two are read from the message.
     if _PORT_IN_USE.search(text):
         port = os.environ.get("MASTER_PORT")
         return (
@@ -126,7 +129,7 @@ def explain_failure(
             f"serve the rendezvous store at {where}; pick a free port (MASTER_PORT=..., "
             f"torchrun --master-port ...) and retry. torch said: {text}"
         )
-    counted = _CLIENTS_JOINED.search(text)
+    counted = _CLIENTS_JOINED.search(text) if isinstance(exc, dist.DistStoreError) else None
     if counted is not None:
         joined, world_size = int(counted.group(1)), int(counted.group(2))
     if joined is not None and joined < world_size:
@@ -135,7 +138,7 @@ def explain_failure(
             f"{within}; the others never started, failed before init, or were given another "
             f"MASTER_ADDR/MASTER_PORT or WORLD_SIZE. torch said: {text}"
         )
-    if _CONNECT_FAILED.search(text):
+    if isinstance(exc, dist.DistNetworkError):
         return (
             f"{head}: rank 0, which hosts the rendezvous store at {where}, could not be "
             f"reached{within}; it never started, died, or MASTER_ADDR/MASTER_PORT differ "
