@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -136,7 +137,7 @@ def main() -> int:
         for leg in LEGS.values():
             print(f"{leg.name}: Python {leg.python}, {', '.join(leg.packages)} ({leg.resolution})")
         return 0
-    names = list(LEGS) if not args.legs or args.legs == ["all"] else args.legs
+    names = [n for name in args.legs or ["all"] for n in (LEGS if name == "all" else [name])]
     unknown = [name for name in names if name not in LEGS]
     if unknown:
         parser.error(f"unknown legs {unknown}; choose from {list(LEGS)} or 'all'")
@@ -145,7 +146,7 @@ def main() -> int:
         start = time.monotonic()
         print(f"\n==== leg {name}", flush=True)
         try:
-            run_leg(LEGS[name], args.pytest_args.split())
+            run_leg(LEGS[name], shlex.split(args.pytest_args))
         except LegError as exc:
             failed.append(name)
             print(f"FAILED leg {name}: {exc}", flush=True)

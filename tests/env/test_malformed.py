@@ -209,15 +209,19 @@ def test_every_getter_raises_on_a_malformed_variable_it_reads(
         getter()
 
 
-@pytest.mark.parametrize("getter", GETTERS[1:])
+@pytest.mark.parametrize(
+    ("getter", "expected"),
+    [(get_global_rank, 3), (get_world_size, 4), (get_local_rank, 1), (get_local_world_size, 2)],
+)
 def test_single_value_getters_ignore_a_malformed_rendezvous_variable(
-    monkeypatch: pytest.MonkeyPatch, getter: Callable[[], object]
+    monkeypatch: pytest.MonkeyPatch, getter: Callable[[], object], expected: int
 ) -> None:
-    set_environ(monkeypatch, {"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "70000"})
+    environ = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    set_environ(monkeypatch, {**environ, "MASTER_PORT": "70000"})
 
     with pytest.raises(LauncherEnvError, match="MASTER_PORT"):
         get_dist_info()
-    assert getter() in (1, 2)
+    assert getter() == expected
 
 
 def test_the_global_rank_ignores_a_malformed_world_size(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,3 +268,16 @@ def test_error_survives_pickling_with_its_attributes() -> None:
 
     assert isinstance(copy, LauncherEnvError)
     assert (copy.variable, copy.value, str(copy)) == ("RANK", "abc", str(caught.value))
+
+
+@pytest.mark.parametrize("getter", GETTERS)
+def test_a_local_rank_alone_gets_the_same_verdict_from_every_getter(
+    monkeypatch: pytest.MonkeyPatch, getter: Callable[[], object]
+) -> None:
+    set_environ(monkeypatch, {"LOCAL_RANK": "1"})
+
+    with pytest.raises(LauncherEnvError) as caught:
+        getter()
+
+    assert caught.value.variable == "LOCAL_RANK"
+    assert "RANK and WORLD_SIZE are not" in str(caught.value)

@@ -23,13 +23,11 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "LAUNCHER_PREFIXES",
     "LAUNCHER_VARIABLES",
     "Finished",
     "base_env",
     "free_port",
     "is_launcher_variable",
-    "plain_environment",
     "results",
     "run_hand_started",
     "run_processes",

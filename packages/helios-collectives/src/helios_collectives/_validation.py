@@ -58,7 +58,9 @@ _NOT_OURS = "not a helios_collectives call (another collective ran there)"
 # os.environ.get raises and catches KeyError twice for an unset variable; the mapping
 # behind os.environ answers a miss in a dict lookup. Writes through os.environ (and
 # pytest's monkeypatch) update it at once.
-_ENVIRON_BYTES: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+_ENVIRON_BYTES: dict[bytes, bytes] | None = (
+    getattr(os.environ, "_data", None) if os.name == "posix" else None
+)
 _VALIDATE_KEY = VALIDATE_ENV_VAR.encode()
 
 _CALLS: weakref.WeakKeyDictionary[dist.ProcessGroup, int] = weakref.WeakKeyDictionary()

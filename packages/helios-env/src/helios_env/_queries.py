@@ -25,6 +25,8 @@ __all__ = ["get_global_rank", "get_local_rank", "get_local_world_size", "get_wor
 def _required(get: Getter, names: Names, name: str, *, minimum: int) -> int:
     raw = get(name)
     if raw is None:
+        if get(names.rank) is None and get(names.world_size) is None:
+            from_variables(get, names)  # raises: the local rank alone, as get_dist_info does
         present = next(
             n for n in (names.rank, names.world_size, names.local_rank) if get(n) is not None
         )

@@ -2,7 +2,8 @@
 
 ``init`` chooses nccl with CUDA and gloo without, binds ``cuda:LOCAL_RANK``, checks
 launcher variables before any network activity, and runs a world-size-one program on
-a local ``HashStore`` with no port at all. ``shutdown`` is safe to call at any time.
+a local ``HashStore``, with no ``MASTER_PORT`` and no ``TCPStore``. ``shutdown`` is
+safe to call at any time.
 """
 
 from helios_pg._backend import default_backend

@@ -10,8 +10,6 @@ from helios_pg._backend import check_backend
 from helios_pg._init import init, shutdown
 
 __all__ = [
-    "DEFAULT_MASTER_ADDR",
-    "DEFAULT_MASTER_PORT",
     "init_dist",
     "is_dist_active",
     "shutdown_dist",

@@ -1,6 +1,6 @@
 """``python -m helios_collectives``: check and benchmark a distributed setup.
 
-Run plainly it uses world size one (a local store, no network); under torchrun it
+Run plainly it uses world size one (a local store, no rendezvous port); under torchrun it
 uses every process and node. It reports the environment as helios-env sees it and
 each rank's device binding, verifies every collective against values computed
 locally (naming any rank whose result differs), and measures latency and bandwidth of
