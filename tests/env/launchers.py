@@ -89,7 +89,9 @@ def slurm_env(
     """The variables of one task of an ``srun`` step inside a batch allocation."""
     return {
         "SLURM_JOB_ID": "4242",
+        "SLURM_STEP_ID": "0",
         "SLURM_NNODES": str(num_nodes),
+        "SLURM_STEP_NUM_NODES": str(num_nodes),
         "SLURM_PROCID": str(rank),
         "SLURM_STEP_NUM_TASKS": str(world_size),
         "SLURM_NTASKS": str(world_size),

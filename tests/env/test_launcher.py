@@ -122,7 +122,11 @@ def test_launcher_values_are_stable_strings() -> None:
         "none",
         "torchrun",
         "environment",
+        "kubeflow",
         "open-mpi",
+        "mvapich2",
+        "lsf",
+        "mpich",
         "slurm",
     ]
     assert Launcher("open-mpi") is Launcher.OPEN_MPI

@@ -9,9 +9,12 @@ import helios_env
 PUBLIC = [
     "DistributedInfo",
     "EnvironmentReport",
+    "HostlistError",
     "Launcher",
     "LauncherEnvError",
+    "LauncherEnvWarning",
     "detect_launcher",
+    "expand_hostlist",
     "get_dist_info",
     "get_global_rank",
     "get_local_rank",

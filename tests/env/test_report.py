@@ -34,6 +34,7 @@ KEYS = {
     "pid",
     "master_addr",
     "master_port",
+    "job",
     "sources",
 }
 
@@ -77,7 +78,7 @@ def test_report_of_a_plain_process_shows_defaults_and_no_rendezvous() -> None:
     assert status == 0
     assert "none" in out
     assert "0 of 1  [default, default]" in out
-    assert "not set (MASTER_ADDR / MASTER_PORT)" in out
+    assert "unknown (set MASTER_ADDR and MASTER_PORT)" in out
 
 
 def test_report_says_when_a_single_node_is_assumed() -> None:

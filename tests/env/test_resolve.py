@@ -107,13 +107,14 @@ def test_local_world_size_without_local_rank_derives_the_local_rank(
 def test_torchrun_variables_win_over_open_mpi_and_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
     set_environ(
         monkeypatch,
-        open_mpi_env(rank=3, world_size=6, local_rank=0, local_world_size=3)
-        | slurm_env(rank=4, world_size=5, local_rank=0, node=4, tasks_per_node="1(x5)", num_nodes=5)
-        | torchrun_env(rank=1, world_size=2),
+        # One torchrun agent per MPI task and per srun task: GROUP_WORLD_SIZE matches.
+        open_mpi_env(rank=1, world_size=2, local_rank=0, local_world_size=1)
+        | slurm_env(rank=1, world_size=2, local_rank=0, node=1, tasks_per_node="1(x2)", num_nodes=2)
+        | torchrun_env(rank=5, world_size=8, node_rank=1, num_nodes=2),
     )
 
     assert get_dist_info() == DistributedInfo(
-        local_rank=1, rank=1, local_world_size=2, world_size=2
+        local_rank=1, rank=5, local_world_size=4, world_size=8
     )
 
 
@@ -203,6 +204,9 @@ def test_sources_name_the_variable_behind_each_value() -> None:
         "local_world_size": "LOCAL_WORLD_SIZE",
         "node_rank": "GROUP_RANK",
         "num_nodes": "GROUP_WORLD_SIZE",
+        "master_addr": "MASTER_ADDR",
+        "master_port": "MASTER_PORT",
+        "job": "TORCHELASTIC_RUN_ID",
     }
 
 
@@ -230,7 +234,7 @@ def test_slurm_node_variables_describe_a_slurm_step() -> None:
     assert (report.node_rank, report.num_nodes) == (2, 4)
     assert (report.sources["node_rank"], report.sources["num_nodes"]) == (
         "SLURM_NODEID",
-        "SLURM_NNODES",
+        "SLURM_STEP_NUM_NODES",
     )
 
 

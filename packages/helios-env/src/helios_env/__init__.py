@@ -2,10 +2,12 @@
 
 ``helios_env`` has no dependencies and never imports torch. It reads the live default
 process group when torch already created one, else the launcher's variables (torchrun,
-hand-set ``RANK``/``WORLD_SIZE``, Open MPI, SLURM), else assumes a single process.
+hand-set ``RANK``/``WORLD_SIZE``, Kubeflow, Open MPI, MVAPICH2, LSF, MPICH and Intel
+MPI, SLURM), else assumes a single process.
 """
 
-from helios_env._errors import LauncherEnvError
+from helios_env._errors import HostlistError, LauncherEnvError, LauncherEnvWarning
+from helios_env._hostlist import expand_hostlist
 from helios_env._info import DistributedInfo
 from helios_env._launcher import Launcher, detect_launcher, is_using_torchrun
 from helios_env._queries import (
@@ -19,9 +21,12 @@ from helios_env._resolve import EnvironmentReport, get_dist_info, inspect_enviro
 __all__ = [
     "DistributedInfo",
     "EnvironmentReport",
+    "HostlistError",
     "Launcher",
     "LauncherEnvError",
+    "LauncherEnvWarning",
     "detect_launcher",
+    "expand_hostlist",
     "get_dist_info",
     "get_global_rank",
     "get_local_rank",

@@ -8,7 +8,8 @@ answer is read from that variable.
 
 Under torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``), the
 variables are read straight from the bytes behind ``os.environ``; whenever one is
-missing, not plain digits, or out of range, the general path runs instead and
+missing, not plain digits, or out of range, or ``HELIOS_LAUNCHER`` is set, the
+general path runs instead and
 produces the same answer or the same error as ``get_dist_info``.
 """
 
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
 from helios_env._errors import LauncherEnvError
-from helios_env._launcher import detect_with
+from helios_env._launcher import FORCE_VARIABLE, detect_with
 from helios_env._variables import Names, from_variables, live_group, names_for, parse_int
 
 __all__ = ["get_global_rank", "get_local_rank", "get_local_world_size", "get_world_size"]
+
+_FORCE = FORCE_VARIABLE.encode()  # HELIOS_LAUNCHER: the general path decides
 
 
 def _required(get: Getter, names: Names, name: str, *, minimum: int) -> int:
@@ -40,7 +43,7 @@ def _required(get: Getter, names: Names, name: str, *, minimum: int) -> int:
 
 def _torchrun_value(key: bytes) -> int | None:
     # RANK and friends as plain ASCII digits, else None (the general path decides).
-    if ENVIRON_BYTES is None:
+    if ENVIRON_BYTES is None or _FORCE in ENVIRON_BYTES:
         return None
     raw = ENVIRON_BYTES.get(key)
     return int(raw) if raw is not None and raw.isdigit() else None
@@ -50,7 +53,7 @@ def _torchrun_layout() -> tuple[int, int, int] | None:
     # (world_size, local_rank, local_world_size) when all four torchrun variables are
     # plain digits and consistent: exactly what get_dist_info reads from them.
     data = ENVIRON_BYTES
-    if data is None:
+    if data is None or _FORCE in data:
         return None
     rank = data.get(b"RANK")
     world = data.get(b"WORLD_SIZE")

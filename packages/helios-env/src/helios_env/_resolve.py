@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from helios_env._crosscheck import cross_check
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
 from helios_env._launcher import Launcher, detect_with
+from helios_env._rendezvous import derive
 from helios_env._variables import (
     ASSUMED_ONE_NODE,
     DEFAULT,
@@ -34,17 +36,23 @@ class EnvironmentReport:
     Attributes:
         info: The resolved ranks and world sizes.
         launcher: The launcher whose variables were found.
-        sources: For each field of ``info`` and for ``node_rank`` and ``num_nodes``,
-            the variable it was read from, ``"process group"``, ``"default"``,
-            ``"assumed: one node"`` or ``"derived"`` (computed from the other values,
-            assuming every node runs as many processes).
+        sources: For each field of ``info`` and for ``node_rank``, ``num_nodes``,
+            ``master_addr``, ``master_port`` and ``job``, the variable it was read from,
+            ``"process group"``, ``"default"``, ``"assumed: one node"``, ``"derived"``
+            (computed from the other values, assuming every node runs as many
+            processes), or ``"derived: ..."`` / ``"not derived: ..."`` saying how.
         process_group: Whether a live default process group answered.
         node_rank: The node's index, from ``GROUP_RANK`` (or ``SLURM_NODEID`` in a
             SLURM step) when set, else derived from the ranks.
-        num_nodes: The number of nodes, from ``GROUP_WORLD_SIZE`` (or ``SLURM_NNODES``
-            in a SLURM step) when set, else derived from the sizes.
-        master_addr: ``MASTER_ADDR``, when set.
-        master_port: ``MASTER_PORT``, when set.
+        num_nodes: The number of nodes, from ``GROUP_WORLD_SIZE`` (or
+            ``SLURM_STEP_NUM_NODES`` in a SLURM step) when set, else derived.
+        master_addr: ``MASTER_ADDR``; when unset under srun or mpirun, the derived
+            address (loopback on one node, the first host of the step's nodelist).
+        master_port: ``MASTER_PORT``; when unset under srun or mpirun, a port derived
+            from the job's identity, outside the kernel's ephemeral range.
+        job: The identity of this process's job (``"SLURM job 7 step 0"``,
+            ``"torchrun run ..."``), which every rank of the job shares; None when the
+            launcher gives none.
     """
 
     info: DistributedInfo
@@ -55,10 +63,11 @@ class EnvironmentReport:
     num_nodes: int = 1
     master_addr: str | None = None
     master_port: int | None = None
+    job: str | None = None
 
     @property
     def rendezvous(self) -> str | None:
-        """``MASTER_ADDR:MASTER_PORT``, or None when either is unset."""
+        """``address:port`` of the rendezvous, or None when either is unknown."""
         if self.master_addr is None or self.master_port is None:
             return None
         host = f"[{self.master_addr}]" if ":" in self.master_addr else self.master_addr
@@ -85,6 +94,7 @@ class EnvironmentReport:
             "pid": os.getpid(),
             "master_addr": self.master_addr,
             "master_port": self.master_port,
+            "job": self.job,
             "sources": dict(self.sources),
         }
 
@@ -96,7 +106,8 @@ class EnvironmentReport:
         """
         info = self.info
         src = self.sources
-        rendezvous = self.rendezvous or "not set (MASTER_ADDR / MASTER_PORT)"
+        rendezvous = self.rendezvous or "unknown (set MASTER_ADDR and MASTER_PORT)"
+        where = f"{src.get('master_addr', 'not set')}; {src.get('master_port', 'not set')}"
         group = "live default group" if self.process_group else "none"
         rows = [
             ("launcher", str(self.launcher), ""),
@@ -113,7 +124,8 @@ class EnvironmentReport:
                 f"{src['node_rank']}, {src['num_nodes']}",
             ),
             ("host", f"{socket.gethostname()} (pid {os.getpid()})", ""),
-            ("rendezvous", rendezvous, ""),
+            ("rendezvous", rendezvous, where),
+            ("job", self.job or "unknown", src.get("job", "")),
         ]
         width = max(len(name) for name, _, _ in rows)
         lines = ["helios-env: distributed environment of this process"]
@@ -143,6 +155,7 @@ def _resolve(
     get: Getter, group: tuple[int, int] | None
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
     launcher = detect_with(get)
+    cross_check(get, launcher)
     names = names_for(launcher)
     # LOCAL_RANK alone, with no RANK/WORLD_SIZE, is still validated and reported.
     found = from_variables(get, names if names is not None else ENV_NAMES)
@@ -180,11 +193,11 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     """
     get = getter_for(environ)
     info, sources, launcher, live = _resolve(get, live_group())
-    addr, port = _master(get)
+    _master(get)
     # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
     # srun started it: a plain or torchrun process in a batch script must not read them.
     if launcher is Launcher.SLURM:
-        node_variable, nodes_variable = "SLURM_NODEID", "SLURM_NNODES"
+        node_variable, nodes_variable = "SLURM_NODEID", "SLURM_STEP_NUM_NODES"
     else:
         node_variable, nodes_variable = "GROUP_RANK", "GROUP_WORLD_SIZE"
     node_rank = read_int(get, node_variable, minimum=0)
@@ -195,6 +208,10 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     sources["num_nodes"] = DERIVED if num_nodes is None else nodes_variable
     if num_nodes is None:
         num_nodes = info.num_nodes
+    derived = derive(get, launcher, info, sources)
+    sources["master_addr"] = derived.addr_source
+    sources["master_port"] = derived.port_source
+    sources["job"] = derived.job_source
     return EnvironmentReport(
         info=info,
         launcher=launcher,
@@ -202,8 +219,9 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
         process_group=live,
         node_rank=node_rank,
         num_nodes=num_nodes,
-        master_addr=addr,
-        master_port=port,
+        master_addr=derived.addr,
+        master_port=derived.port,
+        job=derived.job,
     )
 
 
@@ -212,10 +230,13 @@ def get_dist_info() -> DistributedInfo:
 
     Reads the live default process group first (found through ``sys.modules``, so torch
     is never imported), then the launcher's variables (torchrun, hand-set ``RANK`` and
-    ``WORLD_SIZE``, Open MPI, SLURM), then falls back to one process: both ranks 0 and
-    both world sizes 1. A group created with ``init_method="tcp://..."`` and no launcher
-    variables still answers; its local values then assume a single node. Every
-    launcher variable is cross-checked against the others.
+    ``WORLD_SIZE``, a Kubeflow pod, Open MPI, MVAPICH2, LSF jsrun, MPICH or Intel MPI,
+    an srun step), then falls back to one process: both ranks 0 and both world sizes
+    1. A group created with ``init_method="tcp://..."`` and no launcher variables still
+    answers; its local values then assume a single node. Every launcher variable is
+    cross-checked against the others, and against the launcher around the winning one
+    (torchrun inside srun, say). ``HELIOS_LAUNCHER=torchrun|slurm|mpi|env|none``
+    forces one source and skips that check.
 
     Returns:
         The ranks and world sizes of this process.
@@ -223,7 +244,14 @@ def get_dist_info() -> DistributedInfo:
     Raises:
         LauncherEnvError: A launcher variable is malformed (``RANK=abc``, ``RANK=-1``,
             ``RANK >= WORLD_SIZE``, ``LOCAL_RANK >= LOCAL_WORLD_SIZE``, ``MASTER_PORT``
-            outside 1..65535, ...); the message names the variable and its value.
+            outside 1..65535, ...) or contradicts the launcher around it (each srun
+            task ran its own torchrun, ``RANK`` against ``SLURM_PROCID``); the message
+            names the variables and their values.
+
+    Warns:
+        LauncherEnvWarning: Hand-set ``RANK``/``WORLD_SIZE`` describe another job than
+            the srun step or MPI job around them (a program that starts its own
+            processes); they are used.
     """
     _master(environ_get)
     return _resolve(environ_get, live_group())[0]

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT",
     "DERIVED",
     "ENV_NAMES",
+    "ONE_PER_POD",
     "PROCESS_GROUP",
     "Names",
     "from_variables",
@@ -46,6 +47,29 @@ _OPEN_MPI_NAMES = Names(
     "OMPI_COMM_WORLD_LOCAL_SIZE",
 )
 _SLURM_NAMES = Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None)
+# A Kubeflow pod without torchrun runs one process: the pod's rank is the process's.
+_KUBEFLOW_NAMES = Names("RANK", "WORLD_SIZE", "LOCAL_RANK", None)
+ONE_PER_POD = "one process per pod (PET_NNODES)"
+_NAMES = {
+    Launcher.TORCHRUN: ENV_NAMES,
+    Launcher.ENVIRONMENT: ENV_NAMES,
+    Launcher.KUBEFLOW: _KUBEFLOW_NAMES,
+    Launcher.OPEN_MPI: _OPEN_MPI_NAMES,
+    Launcher.MVAPICH2: Names(
+        "MV2_COMM_WORLD_RANK",
+        "MV2_COMM_WORLD_SIZE",
+        "MV2_COMM_WORLD_LOCAL_RANK",
+        "MV2_COMM_WORLD_LOCAL_SIZE",
+    ),
+    Launcher.LSF: Names(
+        "JSM_NAMESPACE_RANK",
+        "JSM_NAMESPACE_SIZE",
+        "JSM_NAMESPACE_LOCAL_RANK",
+        "JSM_NAMESPACE_LOCAL_SIZE",
+    ),
+    Launcher.MPICH: Names("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    Launcher.SLURM: _SLURM_NAMES,
+}
 # A node of a step runs at least one task: counts and repeats are positive.
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 _SLURM_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
@@ -162,6 +186,8 @@ def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str
         found = _slurm_local_world_size(get)
         if found is not None:
             local_world_size, sources["local_world_size"] = found
+    elif names is _KUBEFLOW_NAMES:
+        local_world_size, sources["local_world_size"] = 1, ONE_PER_POD
     if local_world_size is not None and local_world_size > world_size:
         bound = sources["local_world_size"]
         message = (
@@ -202,10 +228,4 @@ def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str
 
 
 def names_for(launcher: Launcher) -> Names | None:
-    if launcher in (Launcher.TORCHRUN, Launcher.ENVIRONMENT):
-        return ENV_NAMES
-    if launcher is Launcher.OPEN_MPI:
-        return _OPEN_MPI_NAMES
-    if launcher is Launcher.SLURM:
-        return _SLURM_NAMES
-    return None
+    return _NAMES.get(launcher)

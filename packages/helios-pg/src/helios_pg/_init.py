@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -12,14 +13,22 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore, PrefixStore
 
-from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
+from helios_env import (
+    DistributedInfo,
+    EnvironmentReport,
+    Launcher,
+    get_dist_info,
+    inspect_environment,
+)
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._rendezvous import EnvStore, default_timeout, explain_failure, open_env_store
+from helios_pg._rendezvous import EnvStore, Meeting, default_timeout, explain_failure, open_store
 from helios_pg._torch import destroy_without_deadlock
 
 __all__ = ["init", "process_group", "shutdown"]
+
+_MPI = (Launcher.OPEN_MPI, Launcher.MVAPICH2, Launcher.LSF, Launcher.MPICH)
 
 
 def _require_distributed() -> None:
@@ -47,25 +56,59 @@ def _check_rank_arguments(world_size: int, rank: int) -> None:
         raise RendezvousConfigError(message)
 
 
-def _connect_env(
-    rank: int, world_size: int, timeout: timedelta | None, backend: str, *, need_rank: bool
-) -> EnvStore:
-    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+def _mpi_address(rank: int) -> str | None:
+    """Rank 0's host name, sent to every rank through MPI when mpi4py is importable."""
+    try:
+        from mpi4py import MPI  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    host: object = MPI.COMM_WORLD.bcast(socket.gethostname() if rank == 0 else None, root=0)
+    return host if isinstance(host, str) else None
+
+
+def _meeting(report: EnvironmentReport, rank: int, world_size: int, *, need_rank: bool) -> Meeting:
+    addr, port = report.master_addr, report.master_port
+    addr_source = report.sources.get("master_addr", "MASTER_ADDR")
+    if addr is None and report.launcher in _MPI:
+        addr = _mpi_address(rank)
+        addr_source = "derived: rank 0's host, sent through MPI (mpi4py)"
+    missing = []
     if need_rank:
-        missing.insert(0, "RANK")
+        missing.append("RANK")
+    if addr is None:
+        missing.append("MASTER_ADDR")
+    if port is None:
+        missing.append("MASTER_PORT")
     if missing:
+        why = [
+            f"{name}: {report.sources[key]}"
+            for name, key in (("MASTER_ADDR", "master_addr"), ("MASTER_PORT", "master_port"))
+            if name in missing and report.sources.get(key, "not set") != "not set"
+        ]
+        detail = f" ({'; '.join(why)})" if why else ""
         message = (
             f"world_size={world_size} needs a rendezvous, but {', '.join(missing)} "
-            "is not set; launch with torchrun, set the variables, or pass init_method "
-            "or store"
+            f"is not set{detail}; launch with torchrun, srun or mpirun, set the variables, "
+            "or pass init_method or store"
         )
         raise RendezvousConfigError(message)
+    assert addr is not None
+    assert port is not None
+    job = report.job if report.job is not None else "a job without a launcher's id"
+    return Meeting(addr, port, addr_source, report.sources.get("master_port", ""), job)
+
+
+def _connect_env(
+    meeting: Meeting, rank: int, world_size: int, timeout: timedelta | None, backend: str
+) -> EnvStore:
     wait = timeout if timeout is not None else default_timeout(backend)
     try:
-        return open_env_store(rank, world_size, wait)
+        return open_store(meeting, rank, world_size, wait)
     except (RuntimeError, ValueError) as exc:
+        if isinstance(exc, (ProcessGroupInitError, RendezvousConfigError)):
+            raise
         message = explain_failure(
-            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait
+            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait, meeting=meeting
         )
         raise ProcessGroupInitError(message) from exc
 
@@ -92,6 +135,15 @@ def init(
     backend's own transport may still open an ephemeral loopback listener). If a
     process group is already initialized, it is kept and only the device is applied.
 
+    Several processes meet at ``MASTER_ADDR:MASTER_PORT``. Under srun and mpirun, when
+    either is unset, it is derived (``python -m helios_env`` shows how): loopback
+    when every rank is on one node, else the first host of the srun step's nodelist
+    (rank 0 checks that this is its own host); the port from the job's identity,
+    outside the kernel's ephemeral range. On several nodes under mpirun, set
+    ``MASTER_ADDR`` or install mpi4py (``helios-pg[mpi]``). Before the group forms,
+    every rank checks that the store serves its own job (the SLURM job and step, the
+    MPI job, torchrun's run id): a process of another job fails with both named.
+
     Args:
         backend: Process-group backend. Defaults to ``"nccl"`` when CUDA is
             available and ``"gloo"`` otherwise, at every world size.
@@ -114,9 +166,10 @@ def init(
         BackendUnavailableError: The backend cannot run here, such as nccl without
             CUDA (a ``ValueError``).
         RendezvousConfigError: Several processes are expected but nothing says where
-            they meet (a ``ValueError``).
-        ProcessGroupInitError: torch.distributed is unavailable, or PyTorch could not
-            create the group (a ``RuntimeError``; the cause is chained).
+            they meet, or the derived address is not rank 0's host (a ``ValueError``).
+        ProcessGroupInitError: torch.distributed is unavailable, the rendezvous port is
+            taken, the store serves another job, or PyTorch could not create the group
+            (a ``RuntimeError``; the cause is chained).
     """
     _require_distributed()
     report = inspect_environment()
@@ -139,6 +192,7 @@ def init(
     chosen = check_backend(backend if backend is not None else default_backend())
 
     env_store: EnvStore | None = None
+    meeting: Meeting | None = None
     kwargs: dict[str, Any] = {
         "backend": chosen,
         "init_method": init_method,
@@ -155,7 +209,8 @@ def init(
     elif _needs_rendezvous_from_env(init_method, store):
         env_rank = rank if rank != -1 else env_info.rank
         need_rank = rank == -1 and report.launcher is Launcher.NONE
-        env_store = _connect_env(env_rank, effective_world, timeout, chosen, need_rank=need_rank)
+        meeting = _meeting(report, env_rank, effective_world, need_rank=need_rank)
+        env_store = _connect_env(meeting, env_rank, effective_world, timeout, chosen)
         kwargs.update(
             store=PrefixStore("default_pg", env_store.store),
             rank=env_rank,
@@ -178,6 +233,7 @@ def init(
             world_size=effective_world,
             rank=rank if rank != -1 else env_info.rank,
             timeout=timeout,
+            meeting=meeting,
             joined=env_store.joined() if env_store is not None else None,
         )
         # Drop the store here, not when the traceback goes: rank 0's store listens on

@@ -1,52 +1,79 @@
-"""The ``env://`` rendezvous, done here so a failed init can say who joined.
+"""The rendezvous store, reached here so a failed init can say who joined, and whose.
 
-torch's own ``env://`` path connects to the store at ``MASTER_ADDR:MASTER_PORT`` and
-wraps it in ``PrefixStore("default_pg", ...)``; this does the same, and each rank also
-counts itself in under a key of its own. When the group then fails to form, every rank
-that reached the store can read how many ranks did, and the error says so instead of
-gloo's "wait timeout ... keys: /default_pg/0//cpu//0/0".
+torch's ``env://`` path connects to the store at ``MASTER_ADDR:MASTER_PORT`` and wraps
+it in ``PrefixStore("default_pg", ...)``; this does the same at the address and port
+that ``helios_env`` reports (set, or derived under srun and mpirun), with two more
+steps before the group forms:
+
+- every rank writes or compares its job's identity (the SLURM job and step, the MPI
+  job, torchrun's run id) under one key: a process of another job that reaches the
+  same address and port stops with an error naming both jobs, instead of joining or
+  corrupting the first job's store;
+- each rank counts itself in under a key of its own, so when the group then fails to
+  form, every rank that reached the store can say how many ranks did, instead of
+  gloo's "wait timeout ... keys: /default_pg/0//cpu//0/0".
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
+from torch._C._distributed_c10d import TCPStore
 from torch.distributed import constants
-from torch.distributed.rendezvous import rendezvous
 
-__all__ = ["EnvStore", "default_timeout", "explain_failure", "open_env_store"]
+from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 
+__all__ = [
+    "JOB_KEY",
+    "EnvStore",
+    "Meeting",
+    "check_own_address",
+    "default_timeout",
+    "explain_failure",
+    "open_store",
+]
+
+JOB_KEY = "helios_pg/job"
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 
 
 @dataclass(frozen=True)
-class EnvStore:
-    """The store every rank reached, and the key under which ranks count in.
+class Meeting:
+    """Where the ranks meet and who they are, each part with where it came from."""
 
-    Without torchrun's agent store, rank 0 hosts the store and stays inside torch's
-    rendezvous until every rank has connected, so it cannot count itself in while one
-    is missing: the ranks that reached its store know it is there all the same.
-    """
+    addr: str
+    port: int
+    addr_source: str
+    port_source: str
+    job: str
+
+    @property
+    def where(self) -> str:
+        """``host:port`` of the store."""
+        host = f"[{self.addr}]" if ":" in self.addr else self.addr
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class EnvStore:
+    """The store every rank reached, and the key under which ranks count in."""
 
     store: Any
     joined_key: str
-    host_is_rank_zero: bool
 
     def joined(self) -> int | None:
         """How many ranks reached the rendezvous, or None when the store is gone."""
         try:
-            count = int(self.store.add(self.joined_key, 0))
-            if self.host_is_rank_zero and not self.store.check([f"{self.joined_key}/0"]):
-                count += 1
+            return int(self.store.add(self.joined_key, 0))
         except (RuntimeError, ValueError):
             return None
-        return count
 
 
 def default_timeout(backend: str) -> timedelta:
@@ -63,18 +90,86 @@ def default_timeout(backend: str) -> timedelta:
     return constants.default_pg_timeout
 
 
-def open_env_store(rank: int, world_size: int, timeout: timedelta) -> EnvStore:
-    """Reach the rendezvous store at ``MASTER_ADDR:MASTER_PORT`` and count this rank in.
+def check_own_address(meeting: Meeting) -> None:
+    """Make sure rank 0 is the host that the other ranks will look for.
 
     Args:
+        meeting: The derived rendezvous.
+
+    Raises:
+        RendezvousConfigError: The address does not resolve, or names another host.
+    """
+    try:
+        found = socket.getaddrinfo(meeting.addr, None, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        message = (
+            f"the rendezvous address {meeting.addr!r} ({meeting.addr_source}) does not "
+            f"resolve on rank 0's host {socket.gethostname()!r} ({exc}); set MASTER_ADDR "
+            f"to an address of rank 0's host"
+        )
+        raise RendezvousConfigError(message) from None
+    for family, kind, proto, _, sockaddr in found:
+        with socket.socket(family, kind, proto) as probe:
+            try:
+                probe.bind((sockaddr[0], 0))
+            except OSError:
+                continue
+            return  # an address this host can bind: rank 0 runs where the others look
+    message = (
+        f"rank 0 runs on {socket.gethostname()!r}, but the rendezvous address is "
+        f"{meeting.addr!r} ({meeting.addr_source}), another host: the other ranks would "
+        f"wait there until they time out. Set MASTER_ADDR to rank 0's host, or start the "
+        f"job so that rank 0 runs on the first node"
+    )
+    raise RendezvousConfigError(message)
+
+
+def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta) -> EnvStore:
+    """Reach the rendezvous store, check that it serves this job, and count this rank in.
+
+    Args:
+        meeting: Where the ranks meet, and this job's identity.
         rank: This process's global rank.
         world_size: The number of processes.
-        timeout: How long to wait for the store (rank 0 waits for every rank).
+        timeout: How long to wait for the store.
 
     Returns:
         The store, to be wrapped in ``PrefixStore("default_pg", ...)`` as torch does.
+
+    Raises:
+        RendezvousConfigError: Rank 0 is not on the host the address names.
+        ProcessGroupInitError: The port is taken, or the store serves another job.
     """
-    store, _, _ = next(rendezvous("env://", rank, world_size, timeout=timeout))
+    # Under torchrun the agent on the first node already serves MASTER_ADDR:MASTER_PORT.
+    agent = (
+        os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        and meeting.addr_source == "MASTER_ADDR"
+        and meeting.port_source == "MASTER_PORT"
+    )
+    hosts = rank == 0 and not agent
+    if hosts and meeting.addr_source.startswith("derived"):
+        check_own_address(meeting)
+    identity = f"{meeting.job} ({world_size} ranks)"
+    # A port someone else holds fails here, and explain_failure names host, port and
+    # the variable that overrides it. No client is sent to look at who holds it: a
+    # TCPStore client waits forever on a listener that is not a TCPStore.
+    store = TCPStore(
+        meeting.addr,
+        meeting.port,
+        None,
+        hosts,
+        timeout=timeout,
+        wait_for_workers=False,
+        multi_tenant=True,
+    )
+    serving = bytes(store.compare_set(JOB_KEY, "", identity)).decode(errors="replace")
+    if serving != identity:
+        message = (
+            f"rank {rank} of {identity} reached the rendezvous store at {meeting.where}, "
+            f"but it serves {serving}: two jobs meet at the same address and port. Set "
+            f"MASTER_PORT to a free port for one of them"
+        )
+        raise ProcessGroupInitError(message)
     store.set_timeout(timeout)
     # torchrun's agent store serves every init of a restart attempt, and a program may
     # init again after shutdown: each init of the job gets a session number of its own.
@@ -82,15 +177,7 @@ def open_env_store(rank: int, world_size: int, timeout: timedelta) -> EnvStore:
     session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
     key = f"helios_pg/joined/{attempt}/{session}"
     store.add(key, 1)
-    if rank == 0:
-        store.set(f"{key}/0", "1")
-    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    return EnvStore(store, key, host_is_rank_zero=not agent_store)
-
-
-def _where() -> str:
-    port = os.environ.get("MASTER_PORT")
-    return f"{os.environ.get('MASTER_ADDR', '?')}:{port}" if port else "the rendezvous"
+    return EnvStore(store, key)
 
 
 def explain_failure(
@@ -100,6 +187,7 @@ def explain_failure(
     world_size: int,
     rank: int,
     timeout: timedelta | None,
+    meeting: Meeting | None,
     joined: int | None = None,
 ) -> str:
     """Turn torch's init error into one that says what happened and what to do.
@@ -110,23 +198,27 @@ def explain_failure(
         world_size: The expected number of ranks.
         rank: This rank.
         timeout: The rendezvous timeout, when known.
+        meeting: Where the ranks were to meet, when helios formed the rendezvous.
         joined: How many ranks reached the store, when known.
 
     Returns:
         The message for ``ProcessGroupInitError``; torch's text is kept at its end.
     """
     text = str(exc)
-    where = _where()
+    where = meeting.where if meeting is not None else "the rendezvous"
     within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
     head = f"could not create the {backend} process group (rank {rank} of {world_size})"
     # By type first. A busy port has no type of its own (a DistNetworkError from torch
     # 2.5, a plain RuntimeError before), and the count of joined ranks is only in the
     # text of torch's DistStoreError: those two are read from the message.
     if _PORT_IN_USE.search(text):
-        port = os.environ.get("MASTER_PORT")
+        if meeting is None or meeting.port_source == "MASTER_PORT":
+            port = f"MASTER_PORT={meeting.port if meeting else os.environ.get('MASTER_PORT')}"
+        else:
+            port = f"port {meeting.port} ({meeting.port_source})"
         return (
-            f"{head}: MASTER_PORT={port} is already in use on this host, so rank 0 cannot "
-            f"serve the rendezvous store at {where}; pick a free port (MASTER_PORT=..., "
+            f"{head}: {port} is already in use on {socket.gethostname()}, so rank 0 cannot "
+            f"serve the rendezvous store at {where}; set MASTER_PORT to a free port (or "
             f"torchrun --master-port ...) and retry. torch said: {text}"
         )
     counted = _CLIENTS_JOINED.search(text) if isinstance(exc, dist.DistStoreError) else None

@@ -1,0 +1,187 @@
+"""Where the ranks of a job meet, and which job they are, when nobody said.
+
+``MASTER_ADDR`` and ``MASTER_PORT`` always win. Under srun and mpirun, when they are
+unset, they are derived the same way on every rank:
+
+- the address is loopback when every rank runs on one node, else the first host of
+  the srun step's nodelist; under mpirun on several nodes it cannot be known from the
+  environment alone;
+- the port is computed from the job's identity (the SLURM job and step, the MPI job)
+  into a range outside the kernel's ephemeral ports, so a port the kernel handed to
+  some connection is not taken, and two steps of one job get different ports.
+
+The job's identity also lets the ranks of one job recognise each other at the store.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from helios_env._environ import Getter
+from helios_env._errors import HostlistError, LauncherEnvError
+from helios_env._hostlist import first_host
+from helios_env._info import DistributedInfo
+from helios_env._launcher import MPI_LAUNCHERS, Launcher
+from helios_env._variables import ASSUMED_ONE_NODE, read_int
+
+__all__ = ["LOOPBACK", "Derived", "derive", "ephemeral_ports", "port_range"]
+
+LOOPBACK = "127.0.0.1"
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LINUX_EPHEMERAL = (32768, 60999)
+_LOWEST = 10000  # below: well-known services and what people pick by hand
+_DERIVING = frozenset({Launcher.SLURM, *(entry[0] for entry in MPI_LAUNCHERS)})
+# Variables that name one MPI job, in the order they are tried, for each flavour.
+_MPI_JOB_VARIABLES = {
+    Launcher.OPEN_MPI: ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"),
+    Launcher.MVAPICH2: ("MPIRUN_ID",),
+    Launcher.LSF: ("LSB_JOBID",),
+    Launcher.MPICH: ("PMI_JOBID",),
+}
+NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """The rendezvous address, port and job identity, each with where it came from."""
+
+    addr: str | None
+    addr_source: str
+    port: int | None
+    port_source: str
+    job: str | None
+    job_source: str
+
+
+def ephemeral_ports(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
+    """The kernel's ephemeral port range: Linux's ``ip_local_port_range``, else its default.
+
+    Args:
+        path: The file to read.
+
+    Returns:
+        The first and last port the kernel hands out to outgoing connections.
+    """
+    try:
+        low, high = (int(part) for part in path.read_text().split())
+    except (OSError, ValueError):
+        return _LINUX_EPHEMERAL
+    return (low, high) if 0 < low <= high <= 65535 else _LINUX_EPHEMERAL
+
+
+def port_range(ephemeral: tuple[int, int]) -> tuple[int, int]:
+    """The widest range of ports from 10000 up that avoids ``ephemeral``.
+
+    Args:
+        ephemeral: The kernel's ephemeral range, first and last port.
+
+    Returns:
+        The first port and the number of ports of the range derived ports fall in.
+    """
+    low, high = ephemeral
+    below = (_LOWEST, max(0, low - _LOWEST))
+    above = (max(_LOWEST, high + 1), max(0, 65535 - max(_LOWEST, high + 1) + 1))
+    best = max(below, above, key=lambda candidate: candidate[1])
+    if best[1] < 100:  # an ephemeral range that covers nearly everything
+        return _LOWEST, 65535 - _LOWEST + 1
+    return best
+
+
+def _job(get: Getter, launcher: Launcher, info: DistributedInfo) -> tuple[str | None, str]:
+    if launcher is Launcher.TORCHRUN:
+        run = get("TORCHELASTIC_RUN_ID")
+        return f"torchrun run {run}", "TORCHELASTIC_RUN_ID"
+    if launcher is Launcher.SLURM:
+        job_name = "SLURM_JOB_ID" if get("SLURM_JOB_ID") is not None else "SLURM_JOBID"
+        step_name = "SLURM_STEP_ID" if get("SLURM_STEP_ID") is not None else "SLURM_STEPID"
+        job, step = get(job_name), get(step_name)
+        if job is not None and step is not None:
+            return f"SLURM job {job} step {step}", f"{job_name}, {step_name}"
+        return None, f"not known: {job_name} or {step_name} is not set"
+    for name in _MPI_JOB_VARIABLES.get(launcher, ()):
+        value = get(name)
+        if value:
+            return f"{launcher} job {value}", name
+    if launcher in _DERIVING and info.local_world_size == info.world_size:
+        # On one node every rank is a child of the same launcher process.
+        host = socket.gethostname()
+        return f"{launcher} job of pid {os.getppid()} on {host}", "the launcher's pid"
+    return None, "not known"
+
+
+def _address(
+    get: Getter, launcher: Launcher, info: DistributedInfo, sources: dict[str, str]
+) -> tuple[str | None, str]:
+    addr = get("MASTER_ADDR")
+    if addr is not None:
+        return addr, "MASTER_ADDR"
+    if launcher not in _DERIVING:
+        return None, "not set"
+    if launcher is Launcher.SLURM:
+        nodes = read_int(get, "SLURM_STEP_NUM_NODES", minimum=1)
+        if nodes == 1:
+            return LOOPBACK, "derived: one node (SLURM_STEP_NUM_NODES=1)"
+        for name in NODELIST_VARIABLES:
+            raw = get(name)
+            if raw is None:
+                continue
+            try:
+                return first_host(raw), f"derived: first host of {name}"
+            except HostlistError as exc:
+                message = f"{name} is not a SLURM hostlist, got {name}={raw!r}: {exc.reason}"
+                raise LauncherEnvError(name, raw, message) from None
+        return None, "not derived: no SLURM_STEP_NODELIST; set MASTER_ADDR"
+    known = sources.get("local_world_size") != ASSUMED_ONE_NODE
+    if known and info.local_world_size == info.world_size:
+        return LOOPBACK, f"derived: one node ({sources['local_world_size']})"
+    return None, (
+        f"not derived: {launcher} ranks on several nodes; set MASTER_ADDR to rank 0's "
+        "host, or install mpi4py (helios-pg[mpi])"
+    )
+
+
+def _port(
+    get: Getter, launcher: Launcher, job: str | None, job_source: str
+) -> tuple[int | None, str]:
+    port = read_int(get, "MASTER_PORT", minimum=1)
+    if port is not None:
+        return port, "MASTER_PORT"
+    if launcher not in _DERIVING or job is None:
+        return None, "not set"
+    ephemeral = ephemeral_ports()
+    first, count = port_range(ephemeral)
+    job_id, step_id = get("SLURM_JOB_ID") or "", get("SLURM_STEP_ID") or ""
+    if launcher is Launcher.SLURM and job_id.isdigit() and step_id.isdigit():
+        # Consecutive steps of one job, and consecutive jobs, land on different ports.
+        seed = int(job_id) * 31 + int(step_id)
+    else:
+        seed = zlib.crc32(job.encode())
+    outside = f"outside the ephemeral ports {ephemeral[0]}-{ephemeral[1]}"
+    return first + seed % count, f"derived: {job_source} ({outside})"
+
+
+def derive(
+    get: Getter, launcher: Launcher, info: DistributedInfo, sources: dict[str, str]
+) -> Derived:
+    """Derive the rendezvous of this process's job, each part with its source.
+
+    Args:
+        get: Looks a variable up by name.
+        launcher: The detected launcher.
+        info: The resolved ranks and sizes.
+        sources: Where each field of ``info`` came from.
+
+    Returns:
+        Address and port (None where neither set nor derivable) and the job's identity.
+
+    Raises:
+        LauncherEnvError: ``MASTER_PORT`` or a SLURM nodelist is malformed.
+    """
+    job, job_source = _job(get, launcher, info)
+    addr, addr_source = _address(get, launcher, info, sources)
+    port, port_source = _port(get, launcher, job, job_source)
+    return Derived(addr, addr_source, port, port_source, job, job_source)

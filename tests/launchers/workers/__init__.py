@@ -1,0 +1,1 @@
+"""Worker scripts that the launcher tests start under real srun, sbatch and mpirun."""

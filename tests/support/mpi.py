@@ -1,0 +1,122 @@
+"""Command lines and environments for the real ``mpirun`` of Open MPI and MPICH.
+
+Debian installs both; ``mpirun.openmpi`` and ``mpirun.mpich`` are their explicit
+names (plain ``mpirun`` is whichever the alternatives system picked). Everything is
+pinned to loopback so that a run never looks for other interfaces or hosts. Never
+imports torch. :func:`tests.support.slurm.require` skips tests when they are missing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from tests.support.procs import DEFAULT_LIMIT, Finished, base_env, run_processes
+
+__all__ = [
+    "OPENMPI_ENV",
+    "mpich_command",
+    "mpich_env",
+    "openmpi_command",
+    "openmpi_env",
+    "run_mpich",
+    "run_openmpi",
+]
+
+OPENMPI_ENV: Mapping[str, str] = {
+    # Loopback only, for the runtime (oob) and the TCP transport (btl).
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    # No ssh/rsh lookup: one node, processes started by the local daemon.
+    "OMPI_MCA_plm_rsh_agent": "",
+    # More processes than cores is expected here; do not bind them to cores.
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    "OMPI_MCA_hwloc_base_binding_policy": "none",
+    # Quiet: no "component unused" or fork warnings, no aggregated help banners.
+    "OMPI_MCA_btl_base_warn_component_unused": "0",
+    "OMPI_MCA_mpi_warn_on_fork": "0",
+    "OMPI_MCA_orte_base_help_aggregate": "0",
+    # PMIx's shared-memory data store warns in some containers; the hash store does not.
+    "PMIX_MCA_gds": "hash",
+}
+"""Environment for a quick, quiet single-node Open MPI 4.x run."""
+
+MPICH_ENV: Mapping[str, str] = {
+    "HYDRA_IFACE": "lo",
+}
+"""Environment for a single-node MPICH (Hydra) run."""
+
+
+def _root_options() -> list[str]:
+    return ["--allow-run-as-root"] if os.geteuid() == 0 else []
+
+
+def openmpi_command(nproc: int, *args: str) -> list[str]:
+    """``mpirun.openmpi`` for ``nproc`` processes on this host, then ``args``."""
+    return [
+        "mpirun.openmpi",
+        *_root_options(),
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-n",
+        str(nproc),
+        *args,
+    ]
+
+
+def openmpi_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``procs.base_env`` (gloo on ``lo``) plus :data:`OPENMPI_ENV` and ``extra``."""
+    env = base_env(OPENMPI_ENV)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def mpich_command(
+    nproc: int, *args: str, launcher: str | None = "fork", hosts: str | None = "localhost"
+) -> list[str]:
+    """``mpirun.mpich`` for ``nproc`` processes on ``hosts``, then ``args``.
+
+    Hydra starts its proxy with ``launcher``: ``fork`` (the default here) keeps it
+    local even inside a SLURM allocation, where Hydra would otherwise start it with
+    ``srun``; ``None`` lets Hydra choose. Inside an allocation pass ``hosts=None``
+    too: Hydra then takes the allocation's nodes, and ``srun --nodelist=localhost``
+    fails ("Requested node configuration is not available") and leaves mpirun hanging.
+    """
+    options = ["-launcher", launcher] if launcher else []
+    if hosts:
+        options += ["-hosts", hosts]
+    return ["mpirun.mpich", *options, "-n", str(nproc), *args]
+
+
+def mpich_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``procs.base_env`` (gloo on ``lo``) plus :data:`MPICH_ENV` and ``extra``."""
+    env = base_env(MPICH_ENV)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_openmpi(
+    nproc: int,
+    args: Sequence[str],
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    limit: float = DEFAULT_LIMIT,
+) -> Finished:
+    """Run ``args`` under ``mpirun.openmpi -n nproc``, killed after ``limit`` s."""
+    command = openmpi_command(nproc, *args)
+    return run_processes([(command, openmpi_env(extra_env))], limit=limit)[0]
+
+
+def run_mpich(
+    nproc: int,
+    args: Sequence[str],
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    limit: float = DEFAULT_LIMIT,
+) -> Finished:
+    """Run ``args`` under ``mpirun.mpich -n nproc`` on localhost, killed after ``limit`` s."""
+    command = mpich_command(nproc, *args)
+    return run_processes([(command, mpich_env(extra_env))], limit=limit)[0]
