@@ -163,7 +163,7 @@ def expect(environ: Mapping[str, str]) -> Expect:
             nodes,
             set_addr or "127.0.0.1",
         )
-    return _values("none", 0, 1, 0, 1, 0, 1, set_addr or "127.0.0.1")
+    return _values("none", 0, 1, 0, 1, 0, 1, set_addr)
 
 
 def _order(environ: Mapping[str, str]) -> tuple[int, int]:

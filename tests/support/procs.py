@@ -64,7 +64,21 @@ LAUNCHER_VARIABLES = (
     "SLURM_NODEID",
 )
 """Variables a launcher sets for a process, by name."""
-LAUNCHER_PREFIXES = ("SLURM_", "OMPI_", "TORCHELASTIC_", "GROUP_", "ROLE_", "PMI_", "MV2_")
+LAUNCHER_PREFIXES = (
+    "SLURM_",
+    "OMPI_",
+    "TORCHELASTIC_",
+    "GROUP_",
+    "ROLE_",
+    "PMI_",
+    "PMIX_",
+    "MV2_",
+    "MPI_LOCAL",
+    "JSM_",
+    "LSB_",
+    "PET_",
+    "HELIOS_LAUNCHER",
+)
 """Prefixes of the rest: this test run may itself sit inside srun, mpirun or torchrun."""
 
 
