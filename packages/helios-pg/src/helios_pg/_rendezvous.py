@@ -162,7 +162,14 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         wait_for_workers=False,
         multi_tenant=True,
     )
-    serving = bytes(store.compare_set(JOB_KEY, "", identity)).decode(errors="replace")
+    if hosts:
+        store.set(JOB_KEY, identity)
+        serving = identity
+    elif agent:  # no rank hosts torchrun's store: the first to arrive writes the job
+        serving = bytes(store.compare_set(JOB_KEY, "", identity)).decode(errors="replace")
+    else:  # rank 0 writes its job as soon as it serves: a stray never writes first
+        store.wait([JOB_KEY], timeout)
+        serving = bytes(store.get(JOB_KEY)).decode(errors="replace")
     if serving != identity:
         message = (
             f"rank {rank} of {identity} reached the rendezvous store at {meeting.where}, "
