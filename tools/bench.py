@@ -24,6 +24,7 @@ Cases (each helios variant against what a program would otherwise use):
   what helios adds;
 - print gates: ``global_print`` and ``local_print`` on a rank that does not print,
   against a bare ``int(os.environ[...])`` test.
+- hostlist: ``helios_env.expand_hostlist`` against python-hostlist on 10,000 nodes.
 
 helios-ml is installed from PyPI with ``--no-deps`` into ``.bench/`` and its
 ``helios/core/distributed.py`` (which imports only torch) is loaded by path: the

@@ -38,6 +38,11 @@ def slurm_task(*, job: int, rank: int, tasks: int, nodes: int, nodelist: str) ->
     }
 
 
+def export(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+
+
 def test_a_process_of_another_job_is_refused_and_the_job_still_forms() -> None:
     port = free_port()
     common = {"MASTER_PORT": str(port), "HELIOS_TEST_PG_TIMEOUT": "40"}
@@ -72,9 +77,7 @@ def test_rank_zero_refuses_a_derived_address_of_another_host(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # 192.0.2.0/24 is reserved for documentation: never an address of this host.
-    environ = slurm_task(job=5, rank=0, tasks=2, nodes=2, nodelist="192.0.2.[1-2]")
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+    export(monkeypatch, slurm_task(job=5, rank=0, tasks=2, nodes=2, nodelist="192.0.2.[1-2]"))
 
     with pytest.raises(RendezvousConfigError) as caught:
         init(backend="gloo", timeout=timedelta(seconds=5))
@@ -89,9 +92,7 @@ def test_rank_zero_refuses_a_derived_address_of_another_host(
 def test_a_busy_derived_port_names_its_origin_and_the_override(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    environ = slurm_task(job=9, rank=0, tasks=2, nodes=1, nodelist="localhost")
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+    export(monkeypatch, slurm_task(job=9, rank=0, tasks=2, nodes=1, nodelist="localhost"))
     port = inspect_environment().master_port
     assert port is not None
 
@@ -113,14 +114,16 @@ def test_a_busy_derived_port_names_its_origin_and_the_override(
 def test_multi_node_mpirun_without_master_addr_says_what_to_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name, value in {
-        "OMPI_COMM_WORLD_RANK": "1",
-        "OMPI_COMM_WORLD_SIZE": "4",
-        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
-        "OMPI_MCA_ess_base_jobid": "1234",
-    }.items():
-        monkeypatch.setenv(name, value)
+    export(
+        monkeypatch,
+        {
+            "OMPI_COMM_WORLD_RANK": "1",
+            "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            "OMPI_MCA_ess_base_jobid": "1234",
+        },
+    )
 
     with pytest.raises(RendezvousConfigError) as caught:
         init(backend="gloo", timeout=timedelta(seconds=5))
