@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helios_env import Launcher, detect_launcher, is_using_torchrun
+from helios_env import Launcher, LauncherEnvError, detect_launcher, is_using_torchrun
 from tests.env.launchers import hand_set_env, open_mpi_env, slurm_env, torchrun_env
 
 OPEN_MPI = open_mpi_env(rank=1, world_size=4, local_rank=1, local_world_size=2)
@@ -130,3 +130,71 @@ def test_launcher_values_are_stable_strings() -> None:
         "slurm",
     ]
     assert Launcher("open-mpi") is Launcher.OPEN_MPI
+
+
+BOTH = hand_set_env(rank=5, world_size=8) | SLURM | OPEN_MPI
+
+
+@pytest.mark.parametrize(
+    ("forced", "expected"),
+    [
+        ("env", Launcher.ENVIRONMENT),
+        ("slurm", Launcher.SLURM),
+        ("mpi", Launcher.OPEN_MPI),
+        ("none", Launcher.NONE),
+        (" SLURM ", Launcher.SLURM),
+    ],
+)
+def test_helios_launcher_forces_one_source(forced: str, expected: Launcher) -> None:
+    assert detect_launcher(BOTH | {"HELIOS_LAUNCHER": forced}) is expected
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        pytest.param({"HELIOS_LAUNCHER": "srun"}, "torchrun|slurm|mpi|env|none", id="unknown"),
+        pytest.param({"HELIOS_LAUNCHER": "torchrun"}, "TORCHELASTIC_RUN_ID", id="no-torchrun"),
+        pytest.param({"HELIOS_LAUNCHER": "slurm"}, "SLURM_PROCID", id="no-step"),
+        pytest.param({"HELIOS_LAUNCHER": "mpi"}, "OMPI_COMM_WORLD_RANK", id="no-mpi"),
+        pytest.param({"HELIOS_LAUNCHER": "env"}, "RANK, WORLD_SIZE", id="no-rank"),
+    ],
+)
+def test_helios_launcher_without_its_variables_is_an_error(
+    environ: dict[str, str], named: str
+) -> None:
+    with pytest.raises(LauncherEnvError) as caught:
+        detect_launcher(environ)
+
+    assert caught.value.variable == "HELIOS_LAUNCHER"
+    assert named in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        pytest.param({"PMI_RANK": "1", "PMI_SIZE": "2"}, Launcher.MPICH, id="mpich"),
+        pytest.param(
+            {"MV2_COMM_WORLD_RANK": "1", "MV2_COMM_WORLD_SIZE": "2", "PMI_RANK": "1"},
+            Launcher.MVAPICH2,
+            id="mvapich2-over-its-hydra",
+        ),
+        pytest.param(
+            {"JSM_NAMESPACE_RANK": "0", "JSM_NAMESPACE_SIZE": "4"}, Launcher.LSF, id="lsf"
+        ),
+        pytest.param(
+            {"RANK": "1", "WORLD_SIZE": "2", "PET_NNODES": "2"}, Launcher.KUBEFLOW, id="kubeflow"
+        ),
+        pytest.param(
+            {"PMI_RANK": "1", "PMI_SIZE": "2", "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2"},
+            Launcher.SLURM,
+            id="srun-pmi2-is-slurm",
+        ),
+        pytest.param(
+            {"PMI_RANK": "1", "PMI_SIZE": "2", "SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"},
+            Launcher.MPICH,
+            id="hydra-proxy-in-an-srun-step-is-mpich",
+        ),
+    ],
+)
+def test_each_launcher_is_named(environ: dict[str, str], expected: Launcher) -> None:
+    assert detect_launcher(environ) is expected
