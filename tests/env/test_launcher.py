@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from helios_env import Launcher, LauncherEnvError, detect_launcher, is_using_torchrun
+from helios_env import (
+    Launcher,
+    LauncherEnvError,
+    LauncherEnvWarning,
+    detect_launcher,
+    inspect_environment,
+    is_using_torchrun,
+)
 from tests.env.launchers import hand_set_env, open_mpi_env, slurm_env, torchrun_env
 
 OPEN_MPI = open_mpi_env(rank=1, world_size=4, local_rank=1, local_world_size=2)
@@ -198,3 +205,30 @@ def test_helios_launcher_without_its_variables_is_an_error(
 )
 def test_each_launcher_is_named(environ: dict[str, str], expected: Launcher) -> None:
     assert detect_launcher(environ) is expected
+
+
+def test_helios_launcher_none_reads_no_rank_variable() -> None:
+    environ = hand_set_env(rank=3, world_size=4) | {"HELIOS_LAUNCHER": "none"}
+
+    report = inspect_environment(environ)
+
+    assert (str(report.launcher), report.info.rank, report.info.world_size) == ("none", 0, 1)
+
+
+def test_local_rank_exported_in_an_srun_step_leaves_the_step_in_charge() -> None:
+    environ = SLURM | {"LOCAL_RANK": "1"}
+
+    assert detect_launcher(environ) is Launcher.SLURM
+    assert inspect_environment(environ).info.rank == 1
+
+
+def test_an_elastic_torchrun_round_smaller_than_the_step_warns() -> None:
+    # srun -N 4 torchrun --nnodes 2:4 ...: this round closed with 3 agents of 4 tasks.
+    environ = slurm_env(
+        rank=2, world_size=4, local_rank=0, node=2, tasks_per_node="1(x4)", num_nodes=4
+    ) | torchrun_env(rank=5, world_size=6, node_rank=2, num_nodes=3)
+
+    with pytest.warns(LauncherEnvWarning, match="GROUP_WORLD_SIZE='3', SLURM_STEP_NUM_TASKS='4'"):
+        info = inspect_environment(environ).info
+
+    assert (info.rank, info.world_size) == (5, 6)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from helios_env import LauncherEnvError, inspect_environment
+from helios_env import LauncherEnvError, _rendezvous, inspect_environment
 from helios_env._rendezvous import ephemeral_ports, port_range
 from tests.env.launchers import open_mpi_env, slurm_env
 
@@ -72,13 +73,17 @@ def test_a_malformed_nodelist_names_the_variable() -> None:
 
 
 def test_mpirun_on_one_node_derives_loopback_and_on_several_asks_for_master_addr() -> None:
-    one = inspect_environment(open_mpi_env(rank=1, world_size=2, local_rank=1, local_world_size=2))
+    job = {"OMPI_MCA_ess_base_jobid": "79560705"}
+    one = inspect_environment(
+        open_mpi_env(rank=1, world_size=2, local_rank=1, local_world_size=2) | job
+    )
     several = inspect_environment(
-        open_mpi_env(rank=1, world_size=4, local_rank=1, local_world_size=2)
+        open_mpi_env(rank=1, world_size=4, local_rank=1, local_world_size=2) | job
     )
 
     assert one.master_addr == "127.0.0.1"
     assert one.master_port is not None
+    assert one.job == several.job == "open-mpi job 79560705"
     assert several.master_addr is None
     assert "set MASTER_ADDR" in several.sources["master_addr"]
     assert "mpi4py" in several.sources["master_addr"]
@@ -121,3 +126,56 @@ def test_the_report_shows_the_derived_rendezvous_and_where_it_came_from() -> Non
     assert "127.0.0.1:" in text
     assert "derived: one node (SLURM_STEP_NUM_NODES=1)" in text
     assert "SLURM job 4242 step 0" in text
+
+
+def test_a_job_without_an_id_derives_no_port_and_says_so() -> None:
+    # MPICH's Hydra sets no job variable; outside Hydra's proxy there is nothing to use.
+    report = inspect_environment(
+        {"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"}
+    )
+
+    assert report.master_addr == "127.0.0.1"
+    assert report.master_port is None
+    assert (
+        report.sources["master_port"]
+        == "not derived: not known: mpich sets no job id; set MASTER_PORT"
+    )
+
+
+def fake_process(proc: Path, pid: int, name: str, parent: int) -> None:
+    (proc / str(pid)).mkdir()
+    (proc / str(pid) / "stat").write_text(f"{pid} ({name}) S {parent} {pid} {pid} 0 -1\n")
+
+
+def test_hydra_s_proxy_is_found_above_any_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_process(tmp_path, 500, "hydra_pmi_proxy", 400)
+    fake_process(tmp_path, 600, "uv", 500)
+    fake_process(tmp_path, 700, "sh (a wrapper)", 600)
+    monkeypatch.setattr(os, "getppid", lambda: 700)
+
+    assert _rendezvous._proxy_ancestor(tmp_path) == 500
+
+
+def test_no_proxy_above_this_process_gives_no_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_process(tmp_path, 600, "bash", 1)
+    monkeypatch.setattr(os, "getppid", lambda: 600)
+
+    assert _rendezvous._proxy_ancestor(tmp_path) is None
+    assert _rendezvous._proxy_ancestor(tmp_path / "missing") is None
+
+
+def test_across_nodes_every_rank_assumes_linux_s_ephemeral_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_rendezvous, "ephemeral_ports", lambda path=None: (1024, 65000))
+    several = inspect_environment(step(nodes=2))
+    one = inspect_environment(step())
+
+    assert several.master_port is not None
+    assert 10000 <= several.master_port < 32768
+    assert "32768-60999" in several.sources["master_port"]
+    assert "1024-65000" in one.sources["master_port"]

@@ -33,15 +33,18 @@ def _pair(get: Getter, *names: str) -> str:
     return ", ".join(f"{name}={get(name)!r}" for name in names)
 
 
-def _check_torchrun(get: Getter, outer_rank: str, outer_size: str) -> None:
+def _check_torchrun(get: Getter, outer_size: str) -> None:
     tasks = parse_int(outer_size, get(outer_size) or "", minimum=1)
     agents_raw = get("GROUP_WORLD_SIZE")
     if tasks == 1 or agents_raw is None:
         return
     agents = parse_int("GROUP_WORLD_SIZE", agents_raw, minimum=1)
-    if agents != tasks:
+    if agents == tasks:
+        return
+    pair = _pair(get, "GROUP_WORLD_SIZE", outer_size)
+    if agents == 1:
         message = (
-            f"torchrun's rendezvous has GROUP_WORLD_SIZE={agents_raw!r} agent(s), but this "
+            f"torchrun's rendezvous has one agent (GROUP_WORLD_SIZE={agents_raw!r}), but this "
             f"is one of {outer_size}={get(outer_size)!r} tasks started around it: each task "
             f"ran its own torchrun, so these are {tasks} independent jobs, not one. Start "
             f"one torchrun per node (srun --ntasks-per-node=1 torchrun --nnodes=$SLURM_NNODES "
@@ -49,6 +52,13 @@ def _check_torchrun(get: Getter, outer_rank: str, outer_size: str) -> None:
             f"jobs are intended"
         )
         raise LauncherEnvError("GROUP_WORLD_SIZE", agents_raw, message)
+    # An elastic round (--nnodes=2:4) may close with fewer agents than tasks: legitimate.
+    message = (
+        f"torchrun's rendezvous has {agents} agents but {tasks} tasks were started around "
+        f"it ({pair}); if this is not an elastic run, some agents are waiting or belong to "
+        f"another job. Set {FORCE_VARIABLE}=torchrun to silence this warning"
+    )
+    warnings.warn(message, LauncherEnvWarning, stacklevel=4)
 
 
 def _check_hand_set(get: Getter, outer_rank: str, outer_size: str) -> None:
@@ -119,6 +129,6 @@ def cross_check(get: Getter, launcher: Launcher) -> None:
     if outer is None:
         return
     if launcher is Launcher.TORCHRUN:
-        _check_torchrun(get, *outer)
+        _check_torchrun(get, outer[1])
     else:
         _check_hand_set(get, *outer)

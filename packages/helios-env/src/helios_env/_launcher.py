@@ -198,14 +198,17 @@ def detect_with(get: Getter) -> Launcher:
     forced = get(FORCE_VARIABLE)
     if forced is not None:
         return _forced(get, forced)
-    if get("RANK") is not None or get("WORLD_SIZE") is not None or get("LOCAL_RANK") is not None:
+    mpi = mpi_launcher(get)
+    in_step = slurm_step(get)
+    # LOCAL_RANK alone is an error of its own, unless srun or mpirun gave the ranks
+    # (``export LOCAL_RANK=$SLURM_LOCALID`` in a job script is common).
+    local_alone = get("LOCAL_RANK") is not None and mpi is None and not in_step
+    if get("RANK") is not None or get("WORLD_SIZE") is not None or local_alone:
         if is_using_torchrun_with(get):
             return Launcher.TORCHRUN
         if get(_KUBEFLOW_VARIABLE) is not None:
             return Launcher.KUBEFLOW
         return Launcher.ENVIRONMENT
-    mpi = mpi_launcher(get)
-    in_step = slurm_step(get)
     if mpi is not None:
         launcher, rank, size = mpi
         # srun's PMI-2 plugin sets PMI_RANK/PMI_SIZE for the step itself: srun started it.

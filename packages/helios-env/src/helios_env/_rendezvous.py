@@ -8,7 +8,9 @@ unset, they are derived the same way on every rank:
   environment alone;
 - the port is computed from the job's identity (the SLURM job and step, the MPI job)
   into a range outside the kernel's ephemeral ports, so a port the kernel handed to
-  some connection is not taken, and two steps of one job get different ports.
+  some connection is not taken, and two steps of one job get different ports. The
+  kernel's range is read when every rank is on this host; across nodes every rank
+  assumes Linux's default, so that all derive the same port.
 
 The job's identity also lets the ranks of one job recognise each other at the store.
 """
@@ -36,12 +38,18 @@ _LINUX_EPHEMERAL = (32768, 60999)
 _LOWEST = 10000  # below: well-known services and what people pick by hand
 _DERIVING = frozenset({Launcher.SLURM, *(entry[0] for entry in MPI_LAUNCHERS)})
 # Variables that name one MPI job, in the order they are tried, for each flavour.
+# LSF's LSB_JOBID names the bsub job, not one jsrun step of it: only PMIx's namespace
+# tells two steps apart. Hydra (MPICH) sets no job variable at all.
 _MPI_JOB_VARIABLES = {
     Launcher.OPEN_MPI: ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"),
-    Launcher.MVAPICH2: ("MPIRUN_ID",),
-    Launcher.LSF: ("LSB_JOBID",),
-    Launcher.MPICH: ("PMI_JOBID",),
+    Launcher.MVAPICH2: ("MPIRUN_ID", "PMI_JOBID"),
+    Launcher.LSF: ("PMIX_NAMESPACE",),
+    Launcher.MPICH: ("I_MPI_HYDRA_UUID", "PMI_JOBID"),
 }
+# Hydra starts every rank of a node below one proxy process, whatever wraps the program
+# (a shell script, uv run, a profiler): on one node that proxy names the job.
+_PROXIES = frozenset({b"hydra_pmi_proxy", b"pmi_proxy"})
+_PROC = Path("/proc")
 NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 
 
@@ -91,7 +99,7 @@ def port_range(ephemeral: tuple[int, int]) -> tuple[int, int]:
     return best
 
 
-def _job(get: Getter, launcher: Launcher, info: DistributedInfo) -> tuple[str | None, str]:
+def _job(get: Getter, launcher: Launcher, *, one_node: bool) -> tuple[str | None, str]:
     if launcher is Launcher.TORCHRUN:
         run = get("TORCHELASTIC_RUN_ID")
         return f"torchrun run {run}", "TORCHELASTIC_RUN_ID"
@@ -106,15 +114,34 @@ def _job(get: Getter, launcher: Launcher, info: DistributedInfo) -> tuple[str | 
         value = get(name)
         if value:
             return f"{launcher} job {value}", name
-    if launcher in _DERIVING and info.local_world_size == info.world_size:
-        # On one node every rank is a child of the same launcher process.
-        host = socket.gethostname()
-        return f"{launcher} job of pid {os.getppid()} on {host}", "the launcher's pid"
-    return None, "not known"
+    if launcher in _DERIVING and one_node:
+        proxy = _proxy_ancestor()
+        if proxy is not None:
+            host = socket.gethostname()
+            return f"{launcher} job of proxy pid {proxy} on {host}", "the launcher's proxy"
+    return None, f"not known: {launcher} sets no job id"
+
+
+def _proxy_ancestor(proc: Path = _PROC) -> int | None:
+    """The pid of the nearest ancestor that is an MPI launcher's proxy, on Linux."""
+    pid = os.getppid()
+    for _ in range(32):
+        try:
+            stat = (proc / str(pid) / "stat").read_bytes()
+        except OSError:
+            return None
+        name, _, rest = stat.partition(b" (")[2].rpartition(b") ")
+        if name in _PROXIES:
+            return pid
+        fields = rest.split()
+        if len(fields) < 2 or not fields[1].isdigit() or int(fields[1]) <= 1:
+            return None
+        pid = int(fields[1])
+    return None
 
 
 def _address(
-    get: Getter, launcher: Launcher, info: DistributedInfo, sources: dict[str, str]
+    get: Getter, launcher: Launcher, sources: dict[str, str], *, one_node: bool
 ) -> tuple[str | None, str]:
     addr = get("MASTER_ADDR")
     if addr is not None:
@@ -122,8 +149,7 @@ def _address(
     if launcher not in _DERIVING:
         return None, "not set"
     if launcher is Launcher.SLURM:
-        nodes = read_int(get, "SLURM_STEP_NUM_NODES", minimum=1)
-        if nodes == 1:
+        if one_node:
             return LOOPBACK, "derived: one node (SLURM_STEP_NUM_NODES=1)"
         for name in NODELIST_VARIABLES:
             raw = get(name)
@@ -135,8 +161,7 @@ def _address(
                 message = f"{name} is not a SLURM hostlist, got {name}={raw!r}: {exc.reason}"
                 raise LauncherEnvError(name, raw, message) from None
         return None, "not derived: no SLURM_STEP_NODELIST; set MASTER_ADDR"
-    known = sources.get("local_world_size") != ASSUMED_ONE_NODE
-    if known and info.local_world_size == info.world_size:
+    if one_node:
         return LOOPBACK, f"derived: one node ({sources['local_world_size']})"
     return None, (
         f"not derived: {launcher} ranks on several nodes; set MASTER_ADDR to rank 0's "
@@ -145,14 +170,18 @@ def _address(
 
 
 def _port(
-    get: Getter, launcher: Launcher, job: str | None, job_source: str
+    get: Getter, launcher: Launcher, job: str | None, job_source: str, *, one_node: bool
 ) -> tuple[int | None, str]:
     port = read_int(get, "MASTER_PORT", minimum=1)
     if port is not None:
         return port, "MASTER_PORT"
-    if launcher not in _DERIVING or job is None:
+    if launcher not in _DERIVING:
         return None, "not set"
-    ephemeral = ephemeral_ports()
+    if job is None:
+        return None, f"not derived: {job_source}; set MASTER_PORT"
+    # Every rank must derive the same port: the kernel's own range is read only when
+    # every rank runs on this host; across nodes, Linux's default range is assumed.
+    ephemeral = ephemeral_ports() if one_node else _LINUX_EPHEMERAL
     first, count = port_range(ephemeral)
     job_id, step_id = get("SLURM_JOB_ID") or "", get("SLURM_STEP_ID") or ""
     if launcher is Launcher.SLURM and job_id.isdigit() and step_id.isdigit():
@@ -181,7 +210,12 @@ def derive(
     Raises:
         LauncherEnvError: ``MASTER_PORT`` or a SLURM nodelist is malformed.
     """
-    job, job_source = _job(get, launcher, info)
-    addr, addr_source = _address(get, launcher, info, sources)
-    port, port_source = _port(get, launcher, job, job_source)
+    if launcher is Launcher.SLURM:
+        one_node = read_int(get, "SLURM_STEP_NUM_NODES", minimum=1) == 1
+    else:
+        known = sources.get("local_world_size") != ASSUMED_ONE_NODE
+        one_node = known and info.local_world_size == info.world_size
+    job, job_source = _job(get, launcher, one_node=one_node)
+    addr, addr_source = _address(get, launcher, sources, one_node=one_node)
+    port, port_source = _port(get, launcher, job, job_source, one_node=one_node)
     return Derived(addr, addr_source, port, port_source, job, job_source)

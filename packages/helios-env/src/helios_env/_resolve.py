@@ -12,7 +12,7 @@ from helios_env._crosscheck import cross_check
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
-from helios_env._launcher import Launcher, detect_with
+from helios_env._launcher import FORCE_VARIABLE, Launcher, detect_with
 from helios_env._rendezvous import derive
 from helios_env._variables import (
     ASSUMED_ONE_NODE,
@@ -156,9 +156,13 @@ def _resolve(
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
     launcher = detect_with(get)
     cross_check(get, launcher)
-    names = names_for(launcher)
-    # LOCAL_RANK alone, with no RANK/WORLD_SIZE, is still validated and reported.
-    found = from_variables(get, names if names is not None else ENV_NAMES)
+    if launcher is Launcher.NONE and get(FORCE_VARIABLE) is not None:
+        names = None  # HELIOS_LAUNCHER=none: a plain process, whatever else is set
+        found = None
+    else:
+        names = names_for(launcher)
+        # LOCAL_RANK alone, with no RANK/WORLD_SIZE, is still validated and reported.
+        found = from_variables(get, names if names is not None else ENV_NAMES)
     if group is not None:
         rank, world_size = group
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}

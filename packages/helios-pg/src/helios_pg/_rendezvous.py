@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
-from torch._C._distributed_c10d import TCPStore
+from torch._C._distributed_c10d import PrefixStore, TCPStore
 from torch.distributed import constants
 
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
@@ -153,7 +153,9 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     # A port someone else holds fails here, and explain_failure names host, port and
     # the variable that overrides it. No client is sent to look at who holds it: a
     # TCPStore client waits forever on a listener that is not a TCPStore.
-    store = TCPStore(
+    libuv = os.environ.get("USE_LIBUV")  # torch's switch for its store's event loop
+    options = {} if libuv is None else {"use_libuv": libuv == "1"}
+    store: Any = TCPStore(
         meeting.addr,
         meeting.port,
         None,
@@ -161,7 +163,13 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         timeout=timeout,
         wait_for_workers=False,
         multi_tenant=True,
+        **options,
     )
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if agent:
+        # torchrun's agent store can outlive a restart (its static rendezvous does):
+        # each attempt keeps its keys apart, as torch's own env:// does.
+        store = PrefixStore(f"/worker/attempt_{attempt}", store)
     if hosts:
         store.set(JOB_KEY, identity)
         serving = identity
@@ -180,7 +188,6 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     store.set_timeout(timeout)
     # torchrun's agent store serves every init of a restart attempt, and a program may
     # init again after shutdown: each init of the job gets a session number of its own.
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
     key = f"helios_pg/joined/{attempt}/{session}"
     store.add(key, 1)
