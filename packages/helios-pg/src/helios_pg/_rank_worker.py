@@ -1,0 +1,124 @@
+"""One rank of a ``ranks`` test: form the group, run the test function, report.
+
+Runs in a process started by the forkserver of :mod:`helios_pg._ranks`. Its stdout and
+stderr go to files the parent reads; ``SIGUSR1`` dumps every thread's Python stack to a
+file of its own (faulthandler), which the parent asks for when the test runs past its
+deadline. The outcome goes back over a pipe as a small tuple of strings.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib
+import os
+import pickle
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DIST_INFO", "RankJob", "main"]
+
+DIST_INFO = "dist_info"
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """What every rank of one test needs: where the test is and what it is called with."""
+
+    module: str
+    cls: str | None
+    function: str
+    arguments: bytes
+    """The pickled fixture values, ``dist_info`` left out."""
+    wants_dist_info: bool
+    world_size: int
+    directory: str
+    backend: str | None
+    timeout: float
+    sys_path: list[str]
+    environ: dict[str, str]
+
+
+def _outcome(exc: BaseException) -> tuple[str, str]:
+    import pytest
+
+    if isinstance(exc, pytest.skip.Exception):
+        return "skipped", str(exc.msg)
+    if isinstance(exc, pytest.xfail.Exception):
+        return "xfailed", str(exc.msg)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # from the test's own frame on, as pytest shows it
+    return "failed", "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _redirect(directory: Path, rank: int) -> None:
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        target = os.open(directory / f"{name}.{rank}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def _function(job: RankJob) -> Any:
+    module = importlib.import_module(job.module)
+    if job.cls is None:
+        return getattr(module, job.function)
+    return getattr(getattr(module, job.cls)(), job.function)
+
+
+def main(rank: int, job: RankJob, conn: Connection) -> None:
+    """Run one rank of a test and send its outcome to the parent.
+
+    Args:
+        rank: This process's rank.
+        job: The test and how to run it.
+        conn: Where the outcome goes: ``("passed", "")``, ``("failed", traceback)``,
+            ``("skipped", reason)`` or ``("xfailed", reason)``.
+    """
+    directory = Path(job.directory)
+    _redirect(directory, rank)
+    stacks = (directory / f"stacks.{rank}").open("w")
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    os.environ.clear()
+    os.environ.update(job.environ)
+    rank_variables = {"RANK": rank, "WORLD_SIZE": job.world_size, "LOCAL_RANK": rank}
+    os.environ.update({name: str(value) for name, value in rank_variables.items()})
+    os.environ["LOCAL_WORLD_SIZE"] = str(job.world_size)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    sys.path[:] = job.sys_path
+    result: tuple[str, str]
+    try:
+        from torch._C._distributed_c10d import FileStore
+
+        import helios_pg
+        from helios_env import get_dist_info
+
+        store = FileStore(str(directory / "store"), job.world_size)
+        helios_pg.init(
+            backend=job.backend,
+            store=store,
+            rank=rank,
+            world_size=job.world_size,
+            timeout=timedelta(seconds=job.timeout),
+        )
+        arguments: dict[str, Any] = pickle.loads(job.arguments)  # noqa: S301
+        if job.wants_dist_info:
+            arguments[DIST_INFO] = get_dist_info()
+        _function(job)(**arguments)
+        helios_pg.shutdown()
+        result = ("passed", "")
+    except BaseException as exc:
+        result = _outcome(exc)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    conn.send(result)
+    conn.close()
+    # A failed rank may leave the group in a collective: leave without tearing it down.
+    os._exit(0)

@@ -1,0 +1,66 @@
+"""pytest plugin: run a test on several ranks, each a process in one process group.
+
+Registered through the ``pytest11`` entry point, so installing helios-pg makes it
+available. Loading it imports neither torch nor the rest of helios-pg; both are
+imported when a test marked ``ranks`` runs.
+
+.. code-block:: python
+
+    @pytest.mark.ranks(3)
+    def test_sum(dist_info):
+        x = torch.tensor([float(dist_info.rank)])
+        dist.all_reduce(x)
+        assert x.item() == 3.0
+
+Marker: ``ranks(n, *, timeout=60.0, backend=None)``. Each of the ``n`` ranks is a
+process started from a forkserver with torch already imported; its default group is
+formed by :func:`helios_pg.init` on a ``FileStore`` in a temporary directory (no port).
+The test's fixtures are resolved once, in the pytest process, and sent to every rank;
+``dist_info`` is each rank's own :class:`helios_env.DistributedInfo`. A rank that fails
+fails the test with its number, traceback and output, and the other ranks are killed; a
+rank that is still running at ``timeout`` seconds has every rank's Python stack dumped
+into the report before all are killed. ``pytest.skip`` and ``pytest.xfail`` in a rank
+work as in a plain test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__all__ = ["dist_info", "pytest_configure", "pytest_pyfunc_call"]
+
+MARKER = "ranks"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the ``ranks`` marker."""
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(n, *, timeout=60.0, backend=None): run the test on n ranks, each a "
+        "process in one process group formed by helios_pg.init (helios-pg's plugin)",
+    )
+
+
+@pytest.fixture
+def dist_info() -> Any:
+    """This rank's ranks and sizes: in a ``ranks`` test, each rank gets its own.
+
+    Outside a ``ranks`` test it is ``helios_env.get_dist_info()`` of the pytest process.
+    """
+    from helios_env import get_dist_info
+
+    return get_dist_info()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a ``ranks`` test on its ranks instead of in the pytest process."""
+    marker = pyfuncitem.get_closest_marker(MARKER)
+    if marker is None:
+        return None
+    from helios_pg._ranks import run_on_ranks
+
+    run_on_ranks(pyfuncitem, marker)
+    return True

@@ -1,0 +1,218 @@
+"""helios-pg's pytest plugin, run on users' tests through pytester in fresh pytest processes.
+
+One session runs a file of every kind of ranks test (passing on 1, 2 and 3 ranks,
+parametrized, failing, hanging, skipped, xfailed, with a fixture that cannot be sent),
+and leaves no process, thread or temporary file behind; another shows that loading
+the plugin imports no torch; a third runs under pytest-xdist with four workers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import plain_environment
+
+EVERY_KIND = """
+import os
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+
+@pytest.mark.ranks(1)
+def test_one_rank(dist_info):
+    assert (dist_info.rank, dist_info.world_size) == (0, 1)
+
+
+@pytest.mark.ranks(2)
+def test_two_ranks(dist_info):
+    x = torch.tensor([float(dist_info.rank + 1)])
+    dist.all_reduce(x)
+    assert x.item() == 3.0
+
+
+@pytest.mark.ranks(3)
+def test_three_ranks(dist_info):
+    x = torch.tensor([float(dist_info.rank)])
+    dist.all_reduce(x)
+    assert x.item() == 3.0
+    assert dist.get_world_size() == dist_info.world_size == 3
+
+
+@pytest.fixture
+def base():
+    return 10.0
+
+
+@pytest.mark.ranks(2)
+@pytest.mark.parametrize("factor", [1.0, 2.0])
+def test_parametrized(dist_info, base, factor, tmp_path):
+    x = torch.tensor([base * factor])
+    dist.all_reduce(x)
+    assert x.item() == 2 * base * factor
+    assert tmp_path.is_dir()
+
+
+@pytest.mark.ranks(3)
+def test_rank_two_fails(dist_info):
+    print(f"output of rank {dist_info.rank}")
+    if dist_info.rank == 2:
+        raise ValueError("rank two is unhappy")
+    dist.barrier()  # the others wait here until they are stopped
+
+
+@pytest.mark.ranks(2, timeout=4)
+def test_rank_one_hangs(dist_info):
+    if dist_info.rank == 1:
+        time.sleep(600)
+
+
+def test_after_the_hang_the_session_goes_on():
+    pass
+
+
+@pytest.mark.ranks(2)
+def test_skipped_in_a_rank(dist_info):
+    pytest.skip("no GPU here")
+
+
+@pytest.mark.ranks(2)
+@pytest.mark.xfail(reason="a known bug", strict=True)
+def test_xfail_marked(dist_info):
+    assert dist_info.rank == 0
+
+
+@pytest.mark.ranks(2)
+def test_xfail_called_in_a_rank(dist_info):
+    pytest.xfail("not yet")
+
+
+@pytest.fixture
+def unsendable():
+    return lambda: None
+
+
+@pytest.mark.ranks(2)
+def test_with_an_unsendable_fixture(unsendable):
+    pass
+"""
+
+
+def leftovers(marker: str) -> list[int]:
+    """Processes alive whose environment carries ``marker``."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            data = environ.read_bytes()
+            state = (environ.parent / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and marker.encode() in data.split(b"\0"):
+            found.append(int(environ.parent.name))
+    return found
+
+
+@pytest.fixture
+def session_env(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, str]]:
+    """A plain environment with its own temporary directory and a marker to find processes.
+
+    The directory is short: multiprocessing's forkserver puts a socket there, and a
+    socket's path must stay under about 100 bytes.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="hp-", dir="/tmp"))
+    env = plain_environment(os.environ) | {
+        "TMPDIR": str(scratch),
+        "HELIOS_PLUGIN_TEST": uuid.uuid4().hex,
+        "GLOO_SOCKET_IFNAME": "lo",
+    }
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    yield env
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
+    pytester: pytest.Pytester, session_env: dict[str, str]
+) -> None:
+    pytester.makepyfile(test_kinds=EVERY_KIND)
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", timeout=240)
+
+    result.assert_outcomes(passed=6, failed=3, skipped=1, xfailed=2)
+    text = result.stdout.str()
+    # The failing rank, by number, with its traceback and its output; the others stopped.
+    result.stdout.fnmatch_lines(["*rank 2 of 3 failed:*", "*ValueError: rank two is unhappy*"])
+    assert "output of rank 2" in text
+    assert "test_kinds.py" in text
+    # The hang: every rank's stack, the hung rank inside the test's sleep.
+    result.stdout.fnmatch_lines(
+        [
+            "*rank(s) ?1? of 2 still running after the ranks timeout of 4 s*",
+            "*--- rank 0 stack ---*",
+            "*--- rank 1 stack ---*",
+            '*File "*test_kinds.py", line * in test_rank_one_hangs*',
+        ]
+    )
+    result.stdout.fnmatch_lines(["*fixture 'unsendable' (function) cannot be sent to the ranks*"])
+    result.stdout.fnmatch_lines(["*SKIPPED*rank ?: no GPU here*"])
+    # Nothing left behind: no process of the session, no temporary file.
+    assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []
+    assert list(Path(session_env["TMPDIR"]).iterdir()) == []
+
+
+def test_loading_the_plugin_imports_no_torch(
+    pytester: pytest.Pytester, session_env: dict[str, str]
+) -> None:
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            print("torch imported:", "torch" in sys.modules)
+            print("plugin loaded:", session.config.pluginmanager.has_plugin("helios_pg"))
+        """
+    )
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=120)
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*torch imported: False*", "*plugin loaded: True*"])
+
+
+@pytest.mark.slow
+def test_four_xdist_workers_never_collide(
+    pytester: pytest.Pytester, session_env: dict[str, str]
+) -> None:
+    pytester.makepyfile(
+        test_many="""
+        import pytest
+        import torch
+        import torch.distributed as dist
+
+        @pytest.mark.ranks(2)
+        @pytest.mark.parametrize("case", range(8))
+        def test_sum(dist_info, case):
+            x = torch.tensor([float(case + dist_info.rank)])
+            dist.all_reduce(x)
+            assert x.item() == 2 * case + 1
+        """
+    )
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "4", timeout=240)
+
+    result.assert_outcomes(passed=8)
+    assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []
