@@ -2,7 +2,7 @@
 
 One session runs a file of every kind of ranks test (passing on 1, 2 and 3 ranks,
 parametrized, failing, hanging, skipped, xfailed, with a fixture that cannot be sent),
-and leaves no process, thread or temporary file behind; another shows that loading
+on fresh ranks and on reused ones, and leaves no process or temporary file behind; another shows that loading
 the plugin imports no torch; a third runs under pytest-xdist with four workers.
 """
 
@@ -70,6 +70,13 @@ def test_rank_two_fails(dist_info):
     dist.barrier()  # the others wait here until they are stopped
 
 
+@pytest.mark.ranks(3)
+def test_three_ranks_after_a_failure(dist_info):
+    x = torch.tensor([1.0])
+    dist.all_reduce(x)
+    assert x.item() == 3.0
+
+
 @pytest.mark.ranks(2, timeout=4)
 def test_rank_one_hangs(dist_info):
     if dist_info.rank == 1:
@@ -78,6 +85,13 @@ def test_rank_one_hangs(dist_info):
 
 def test_after_the_hang_the_session_goes_on():
     pass
+
+
+@pytest.mark.ranks(2)
+def test_two_ranks_after_a_hang(dist_info):
+    x = torch.tensor([1.0])
+    dist.all_reduce(x)
+    assert x.item() == 2.0
 
 
 @pytest.mark.ranks(2)
@@ -144,14 +158,16 @@ def session_env(
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+@pytest.mark.parametrize("mode", [[], ["--ranks-reuse"]], ids=["fresh", "reuse"])
 def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
-    pytester: pytest.Pytester, session_env: dict[str, str]
+    pytester: pytest.Pytester, session_env: dict[str, str], mode: list[str]
 ) -> None:
     pytester.makepyfile(test_kinds=EVERY_KIND)
 
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", timeout=240)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", *mode, timeout=240)
 
-    result.assert_outcomes(passed=6, failed=3, skipped=1, xfailed=2)
+    # The tests after a failure and after a hang pass: nothing leaks into the next test.
+    result.assert_outcomes(passed=8, failed=3, skipped=1, xfailed=2)
     text = result.stdout.str()
     # The failing rank, by number, with its traceback and its output; the others stopped.
     result.stdout.fnmatch_lines(["*rank 2 of 3 failed:*", "*ValueError: rank two is unhappy*"])

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DIST_INFO", "RankJob", "main"]
+__all__ = ["DIST_INFO", "RankJob", "main", "run", "serve"]
 
 DIST_INFO = "dist_info"
 
@@ -73,14 +73,16 @@ def _function(job: RankJob) -> Any:
     return getattr(getattr(module, job.cls)(), job.function)
 
 
-def main(rank: int, job: RankJob, conn: Connection) -> None:
-    """Run one rank of a test and send its outcome to the parent.
+def run(rank: int, job: RankJob) -> tuple[str, str]:
+    """Form this rank's group, run the test function on it, and say how it ended.
 
     Args:
         rank: This process's rank.
         job: The test and how to run it.
-        conn: Where the outcome goes: ``("passed", "")``, ``("failed", traceback)``,
-            ``("skipped", reason)`` or ``("xfailed", reason)``.
+
+    Returns:
+        ``("passed", "")``, ``("failed", traceback)``, ``("skipped", reason)`` or
+        ``("xfailed", reason)``.
     """
     directory = Path(job.directory)
     _redirect(directory, rank)
@@ -118,7 +120,42 @@ def main(rank: int, job: RankJob, conn: Connection) -> None:
         result = _outcome(exc)
     sys.stdout.flush()
     sys.stderr.flush()
-    conn.send(result)
+    faulthandler.unregister(signal.SIGUSR1)
+    stacks.close()
+    return result
+
+
+def main(rank: int, job: RankJob, conn: Connection) -> None:
+    """Run one rank of one test, send its outcome to the parent, and exit.
+
+    Args:
+        rank: This process's rank.
+        job: The test and how to run it.
+        conn: Where the outcome goes (see :func:`run`).
+    """
+    conn.send(run(rank, job))
     conn.close()
     # A failed rank may leave the group in a collective: leave without tearing it down.
+    os._exit(0)
+
+
+def serve(rank: int, conn: Connection) -> None:
+    """Run one test after another as this rank, until told to stop or a test fails.
+
+    Each test gets a group of its own, destroyed when it passes; after any other
+    outcome the process exits, and the parent starts fresh ranks for the next test.
+
+    Args:
+        rank: This process's rank.
+        conn: Jobs come in (None to stop); outcomes go out (see :func:`run`).
+    """
+    while True:
+        job = conn.recv()
+        if job is None:
+            break
+        result = run(rank, job)
+        conn.send(result)
+        if result[0] != "passed":
+            break
+    conn.close()
     os._exit(0)

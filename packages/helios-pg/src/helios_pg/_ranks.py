@@ -5,11 +5,13 @@ torch and helios_pg, so a rank starts in milliseconds instead of importing torch
 parent waits on the ranks' pipes: the first failure kills the others at once; at the
 deadline every rank still running is asked for its Python stack (``SIGUSR1``), then
 all are killed. The temporary directory (store file, output, stacks) is removed after
-every test, also after a failure or a hang.
+every test, also after a failure or a hang. With ``--ranks-reuse`` the ranks of a
+passing test serve the next test of the same size, each test on a group of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -25,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from helios_pg._rank_worker import DIST_INFO, RankJob, main
+from helios_pg._rank_worker import DIST_INFO, RankJob, main, serve
 
-__all__ = ["DEFAULT_TIMEOUT", "run_on_ranks"]
+__all__ = ["DEFAULT_TIMEOUT", "close_pools", "run_on_ranks"]
 
 DEFAULT_TIMEOUT = 60.0
 _STACK_WAIT = 1.0
@@ -147,30 +149,88 @@ def _check_backend(world_size: int, backend: str | None) -> None:
         pytest.skip(f"backend={backend!r} needs {world_size} CUDA devices, one per rank")
 
 
-def run_on_ranks(item: pytest.Function, marker: pytest.Mark) -> None:
+class _Pool:
+    """Ranks kept alive between tests (``--ranks-reuse``): one process per rank."""
+
+    def __init__(self, context: ForkServerContext, world_size: int) -> None:
+        self.processes: list[BaseProcess] = []
+        self.conns: dict[Connection, int] = {}
+        for rank in range(world_size):
+            parent, child = context.Pipe()
+            process = context.Process(target=serve, args=(rank, child), daemon=True)
+            process.start()
+            child.close()
+            self.processes.append(process)
+            self.conns[parent] = rank
+
+    def close(self) -> None:
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+        for process in self.processes:
+            process.join(2)
+        _kill(self.processes)
+        for conn in self.conns:
+            conn.close()
+
+
+_pools: dict[int, _Pool] = {}
+
+
+def close_pools() -> None:
+    """Stop every rank kept for reuse (at the end of the session)."""
+    while _pools:
+        _pools.popitem()[1].close()
+
+
+def run_on_ranks(item: pytest.Function, marker: pytest.Mark, *, reuse: bool) -> None:
     """Run ``item`` on the ranks its ``ranks`` marker asks for; raise its outcome.
 
     Args:
         item: The test.
         marker: Its ``ranks`` marker.
+        reuse: Run it on ranks kept from the previous test of the same size, each
+            with a fresh group; any outcome but a pass discards them.
     """
     world_size, timeout, backend = _spec(marker)
     _check_backend(world_size, backend)
     arguments = _arguments(item)  # before anything is created: it may fail the test
     directory = Path(tempfile.mkdtemp(prefix="helios-ranks-"))
-    job = _job(
-        item,
-        world_size=world_size,
-        timeout=timeout,
-        backend=backend,
-        directory=directory,
-        arguments=arguments,
-    )
+    try:
+        job = _job(
+            item,
+            world_size=world_size,
+            timeout=timeout,
+            backend=backend,
+            directory=directory,
+            arguments=arguments,
+        )
+        if reuse:
+            _run_reused(job, directory, timeout)
+        else:
+            _run_fresh(job, directory, timeout)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_reused(job: RankJob, directory: Path, timeout: float) -> None:
+    pool = _pools.pop(job.world_size, None) or _Pool(_forkserver(), job.world_size)
+    for conn in pool.conns:
+        conn.send(job)
+    try:
+        _collect(directory, pool.processes, dict(pool.conns), timeout)
+    except BaseException:
+        pool.close()
+        raise
+    _pools[job.world_size] = pool
+
+
+def _run_fresh(job: RankJob, directory: Path, timeout: float) -> None:
     context = _forkserver()
     processes: list[BaseProcess] = []
     conns: dict[Connection, int] = {}
     try:
-        for rank in range(world_size):
+        for rank in range(job.world_size):
             receiver, sender = context.Pipe(duplex=False)
             process = context.Process(target=main, args=(rank, job, sender), daemon=True)
             process.start()
@@ -182,7 +242,6 @@ def run_on_ranks(item: pytest.Function, marker: pytest.Mark) -> None:
         _kill(processes)
         for conn in conns:
             conn.close()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _collect(

@@ -20,18 +20,37 @@ The test's fixtures are resolved once, in the pytest process, and sent to every 
 fails the test with its number, traceback and output, and the other ranks are killed; a
 rank that is still running at ``timeout`` seconds has every rank's Python stack dumped
 into the report before all are killed. ``pytest.skip`` and ``pytest.xfail`` in a rank
-work as in a plain test.
+work as in a plain test. ``--ranks-reuse`` (or ``ranks_reuse = true`` in the ini file)
+keeps the ranks of a passing test for the next test of the same size, each test on a
+group of its own; a failure or hang discards them.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
-__all__ = ["dist_info", "pytest_configure", "pytest_pyfunc_call"]
+__all__ = [
+    "dist_info",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_pyfunc_call",
+    "pytest_sessionfinish",
+]
 
 MARKER = "ranks"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--ranks-reuse`` (and the ``ranks_reuse`` ini option)."""
+    help_text = (
+        "run ranks tests on ranks kept from the previous test of the same size, each "
+        "test on a group of its own (faster; a failure or hang discards the ranks)"
+    )
+    parser.addoption("--ranks-reuse", action="store_true", default=None, help=help_text)
+    parser.addini("ranks_reuse", help_text, type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,5 +81,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     from helios_pg._ranks import run_on_ranks
 
-    run_on_ranks(pyfuncitem, marker)
+    config = pyfuncitem.config
+    reuse = config.getoption("ranks_reuse")
+    run_on_ranks(
+        pyfuncitem, marker, reuse=bool(config.getini("ranks_reuse") if reuse is None else reuse)
+    )
     return True
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the ranks kept for reuse, if any test started them."""
+    ranks = sys.modules.get("helios_pg._ranks")
+    if ranks is not None:
+        ranks.close_pools()
