@@ -2,8 +2,9 @@
 
 One session runs a file of every kind of ranks test (passing on 1, 2 and 3 ranks,
 parametrized, failing, hanging, skipped, xfailed, with a fixture that cannot be sent),
-on fresh ranks and on reused ones, and leaves no process or temporary file behind; another shows that loading
-the plugin imports no torch; a third runs under pytest-xdist with four workers.
+on fresh ranks and on reused ones, and leaves no process or temporary file behind;
+another shows that loading the plugin imports no torch; a third runs under
+pytest-xdist with four workers.
 """
 
 from __future__ import annotations

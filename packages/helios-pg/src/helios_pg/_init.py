@@ -23,7 +23,14 @@ from helios_env import (
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._rendezvous import EnvStore, Meeting, default_timeout, explain_failure, open_store
+from helios_pg._rendezvous import (
+    EnvStore,
+    JoinTimeoutError,
+    Meeting,
+    default_timeout,
+    explain_failure,
+    open_store,
+)
 from helios_pg._torch import destroy_without_deadlock
 
 __all__ = ["init", "process_group", "shutdown"]
@@ -107,10 +114,20 @@ def _connect_env(
     except (RuntimeError, ValueError) as exc:
         if isinstance(exc, (ProcessGroupInitError, RendezvousConfigError)):
             raise
+        joined: int | None = None
+        cause: BaseException = exc
+        if isinstance(exc, JoinTimeoutError):
+            joined, cause = exc.joined, exc.cause
         message = explain_failure(
-            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait, meeting=meeting
+            cause,
+            backend=backend,
+            world_size=world_size,
+            rank=rank,
+            timeout=wait,
+            meeting=meeting,
+            joined=joined,
         )
-        raise ProcessGroupInitError(message) from exc
+        raise ProcessGroupInitError(message) from cause
 
 
 def init(

@@ -9,8 +9,8 @@ steps before the group forms:
   job, torchrun's run id) under one key: a process of another job that reaches the
   same address and port stops with an error naming both jobs, instead of joining or
   corrupting the first job's store;
-- each rank counts itself in under a key of its own, so when the group then fails to
-  form, every rank that reached the store can say how many ranks did, instead of
+- each rank counts itself in and waits until every rank has, so when one never
+  comes, every rank that reached the store says how many ranks did, instead of
   gloo's "wait timeout ... keys: /default_pg/0//cpu//0/0".
 """
 
@@ -32,6 +32,7 @@ from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 __all__ = [
     "JOB_KEY",
     "EnvStore",
+    "JoinTimeoutError",
     "Meeting",
     "check_own_address",
     "default_timeout",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 JOB_KEY = "helios_pg/job"
+_HOST_GRACE = timedelta(seconds=2)
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 
@@ -59,6 +61,15 @@ class Meeting:
         """``host:port`` of the store."""
         host = f"[{self.addr}]" if ":" in self.addr else self.addr
         return f"{host}:{self.port}"
+
+
+class JoinTimeoutError(RuntimeError):
+    """Not every rank counted in at the store within the timeout."""
+
+    def __init__(self, joined: int | None, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.joined = joined
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -190,8 +201,16 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     # init again after shutdown: each init of the job gets a session number of its own.
     session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
     key = f"helios_pg/joined/{attempt}/{session}"
-    store.add(key, 1)
-    return EnvStore(store, key)
+    counted = EnvStore(store, key)
+    if int(store.add(key, 1)) >= world_size:
+        store.set(f"{key}/all", "1")
+    # Every rank waits for all to count in, as torch's env:// rank 0 does. The host
+    # waits a little longer, so that the others can still read how many came.
+    try:
+        store.wait([f"{key}/all"], timeout + _HOST_GRACE if hosts else timeout)
+    except (RuntimeError, ValueError) as exc:
+        raise JoinTimeoutError(counted.joined(), exc) from exc
+    return counted
 
 
 def explain_failure(
