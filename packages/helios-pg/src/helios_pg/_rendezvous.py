@@ -190,6 +190,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         store.wait([JOB_KEY], timeout)
         serving = bytes(store.get(JOB_KEY)).decode(errors="replace")
     if serving != identity:
+        del store  # the traceback keeps this frame: close the connection now
         message = (
             f"rank {rank} of {identity} reached the rendezvous store at {meeting.where}, "
             f"but it serves {serving}: two jobs meet at the same address and port. Set "
@@ -209,7 +210,11 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     try:
         store.wait([f"{key}/all"], timeout + _HOST_GRACE if hosts else timeout)
     except (RuntimeError, ValueError) as exc:
-        raise JoinTimeoutError(counted.joined(), exc) from exc
+        joined = counted.joined()
+        # The traceback keeps this frame: drop the store now, or rank 0's server (its
+        # port and its threads) would live as long as the error does.
+        del store, counted
+        raise JoinTimeoutError(joined, exc) from exc
     return counted
 
 
