@@ -20,9 +20,9 @@ Scenarios:
 - a rank that skips a collective (it stays alive, so the others must time out);
 - ranks that disagree on a call, with validation on (and, for contrast, off).
 
-The multi-rank scenarios run in one process that imports torch once and forks a fresh
-group of three ranks per scenario (it holds no thread when it forks). This file is
-also the worker: ``tools/faults.py --worker KIND`` is what the tool starts.
+The multi-rank scenarios run in tests/support/groups.py (shared with the tests): one
+process that imports torch once and forks a fresh group of three ranks per scenario.
+This file is the worker of the rest: ``tools/faults.py --worker KIND``.
 """
 
 from __future__ import annotations
@@ -32,14 +32,10 @@ import json
 import os
 import platform
 import re
-import signal
 import socket
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from importlib.metadata import version
@@ -47,8 +43,29 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as ``python tools/faults.py``
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.groups import (  # noqa: E402
+    DEATH_DELAY,
+    LATE_ENTRY,
+    OPERATIONS,
+    SKIP_SLACK,
+    Outcome,
+    attempt,
+    run_scenarios,
+)
+from tests.support.procs import (  # noqa: E402
+    Finished,
+    base_env,
+    free_port,
+    plain_environment,
+    results,
+    run_processes,
+)
+from tests.support.worker import report  # noqa: E402
+
 DEFAULT_OUT = ROOT / "tools" / "results"
-RESULT_PREFIX = "FAULT "
 WORLD = 3
 GROUP_TIMEOUT = 5.0
 """Seconds: the process-group timeout of every group."""
@@ -60,34 +77,6 @@ PROMPT = 1.0
 """Seconds: "at once", for errors that need no network."""
 DEATH_BOUND = 2.0
 """Seconds from a peer's death to the survivors' errors."""
-SKIP_SLACK = 3.0
-"""Seconds beyond the timeout within which a skipped collective must fail."""
-
-LAUNCHER_VARIABLES = (
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "ROLE_RANK",
-    "ROLE_WORLD_SIZE",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "SLURM_PROCID",
-    "SLURM_STEP_NUM_TASKS",
-    "SLURM_LOCALID",
-    "SLURM_NODEID",
-)
-
-Outcome = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -103,128 +92,22 @@ class Row:
 # ------------------------------------------------------------------ process helpers
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This environment without launcher variables, pinned to loopback and the CPU."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
-    env.update(
-        PYTHONUNBUFFERED="1",
-        GLOO_SOCKET_IFNAME="lo",
-        TORCH_CPP_LOG_LEVEL=env.get("TORCH_CPP_LOG_LEVEL", "ERROR"),
-        CUDA_VISIBLE_DEVICES="",
-    )
+def plain_env() -> dict[str, str]:
+    """``base_env`` on the CPU, without this shell's choice of validation."""
+    env = base_env({"CUDA_VISIBLE_DEVICES": ""})
     env.pop("HELIOS_VALIDATE_COLLECTIVES", None)
-    if extra:
-        env.update(extra)
     return env
-
-
-@dataclass(frozen=True)
-class Finished:
-    returncode: int | None  # None: killed at the time limit
-    stdout: str
-    stderr: str
-
-    def results(self) -> list[Outcome]:
-        return [
-            json.loads(line[len(RESULT_PREFIX) :])
-            for line in self.stdout.splitlines()
-            if line.startswith(RESULT_PREFIX)
-        ]
 
 
 def run_all(
     commands: Sequence[tuple[Sequence[str], Mapping[str, str]]], limit: float
 ) -> list[Finished]:
-    """Start every command at once, each in a session of its own; kill all at ``limit``."""
-    procs = [
-        subprocess.Popen(
-            list(args),
-            env=dict(env),
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        for args, env in commands
-    ]
-    deadline = time.monotonic() + limit
-    finished = []
-    for proc in procs:
-        killed = False
-        try:
-            out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            killed = True
-            with _suppress_gone():
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-        finished.append(Finished(None if killed else proc.returncode, out, err))
-    for proc in procs:  # whatever a worker left in its session
-        with _suppress_gone():
-            os.killpg(proc.pid, signal.SIGKILL)
-    return finished
-
-
-def _suppress_gone() -> AbstractContextManager[None]:
-    return suppress(ProcessLookupError, PermissionError)
+    """Start every command at once; kill all at ``limit`` (status -9), and carry on."""
+    return run_processes(commands, limit=limit, cwd=ROOT, raise_on_timeout=False)
 
 
 def worker_command(kind: str, *args: str) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--worker", kind, *args]
-
-
-def emit(**values: Any) -> None:
-    """One result line of a worker; a single write, so shared pipes never interleave."""
-    sys.stdout.write(RESULT_PREFIX + json.dumps(values, sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
-def first_line(text: str) -> str:
-    """The first line of a message (and the next, when the first ends in a colon)."""
-    lines = text.strip().splitlines()
-    if not lines:
-        return ""
-    line = lines[0]
-    if line.endswith(":") and len(lines) > 1:
-        line = f"{line} {lines[1].strip()}"
-    return line[:400]
-
-
-def describe(exc: BaseException) -> Outcome:
-    outcome: Outcome = {
-        "raised": True,
-        "error": type(exc).__name__,
-        "message": first_line(str(exc)),
-        "is_value_error": isinstance(exc, ValueError),
-        "is_runtime_error": isinstance(exc, RuntimeError),
-    }
-    for name in ("missing_ranks", "disagreeing_ranks"):
-        value = getattr(exc, name, None)
-        if value is not None:
-            outcome[name] = list(value)
-    return outcome
-
-
-def attempt(call: Callable[[], object]) -> Outcome:
-    """Run ``call``; what it raised (or that it returned), with wall-clock stamps."""
-    start = time.time()
-    try:
-        value = call()
-    except Exception as exc:
-        return {**describe(exc), "entered_at": start, "raised_at": time.time()}
-    outcome: Outcome = {"raised": False, "entered_at": start, "returned_at": time.time()}
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        outcome["value"] = tolist()
-    return outcome
 
 
 # ------------------------------------------------------------------ workers
@@ -235,7 +118,7 @@ def worker_env_case() -> int:
     import helios_env
 
     outcome = attempt(helios_env.get_dist_info)
-    emit(**outcome)
+    report(**outcome)
     return 0
 
 
@@ -246,7 +129,7 @@ def worker_init_cases(cases_json: str, timeout: float) -> int:
     import helios_pg
 
     cases: list[dict[str, Any]] = json.loads(cases_json)
-    clean = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    clean = plain_environment(os.environ)
     for case in cases:
         os.environ.clear()
         os.environ.update(clean)
@@ -258,7 +141,7 @@ def worker_init_cases(cases_json: str, timeout: float) -> int:
         outcome["env_changed"] = sorted(
             k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k)
         )
-        emit(case=case["name"], **outcome)
+        report(case=case["name"], **outcome)
     return 0
 
 
@@ -273,195 +156,7 @@ def worker_never_joins(rank: int, world: int, port: int, timeout: float) -> int:
     outcome = attempt(lambda: helios_pg.init(timeout=timedelta(seconds=timeout)))
     outcome["initialized"] = dist.is_initialized()
     helios_pg.shutdown()
-    emit(rank=rank, world=world, **outcome)
-    return 0
-
-
-def _operation(name: str, rank: int, world: int, validate: bool | None) -> Callable[[], object]:
-    import torch
-
-    from helios_collectives import (
-        all_reduce_tensors,
-        barrier,
-        gather_into_tensor,
-        gather_uneven,
-        safe_barrier,
-    )
-
-    if name == "all_reduce_tensors":
-        return lambda: all_reduce_tensors(torch.ones(8), validate=validate)
-    if name == "gather_into_tensor":
-        return lambda: gather_into_tensor(torch.ones(8), (8 * world,), validate=validate)
-    if name == "gather_uneven":
-        return lambda: gather_uneven(torch.ones(rank + 1, 2)).tensor
-    if name == "safe_barrier":
-        return lambda: safe_barrier(validate=validate)
-    if name == "barrier":
-        return lambda: barrier(BARRIER_TIMEOUT)
-    message = f"unknown operation {name!r}"
-    raise ValueError(message)
-
-
-def _mismatched_call(field: str, rank: int, world: int, validate: bool) -> Callable[[], object]:
-    """The call rank ``rank`` makes when rank 1 disagrees with the others on ``field``."""
-    import torch
-    import torch.distributed as dist
-
-    from helios_collectives import all_reduce_tensors, gather_into_tensor
-
-    odd = rank == 1
-    if field == "dtype":
-        dtype = torch.int64 if odd else torch.float32
-        return lambda: all_reduce_tensors(torch.ones(4, dtype=dtype), validate=validate)
-    if field == "numel":
-        numel = 6 if odd else 4
-        return lambda: all_reduce_tensors(torch.ones(numel), validate=validate)
-    if field == "op":
-        op = dist.ReduceOp.MAX if odd else dist.ReduceOp.SUM
-        return lambda: all_reduce_tensors(torch.ones(4), op=op, validate=validate)
-    if field == "gather numel":
-        numel = 4 if odd else 3
-        return lambda: gather_into_tensor(torch.ones(numel), (world * numel,), validate=validate)
-    if field == "operation":
-        if odd:
-            return lambda: gather_into_tensor(torch.ones(4), (4 * world,), validate=validate)
-        return lambda: all_reduce_tensors(torch.ones(4), validate=validate)
-    message = f"unknown field {field!r}"
-    raise ValueError(message)
-
-
-DEATH_DELAY = 0.4
-"""Seconds after the first barrier at which the dying rank dies."""
-LATE_ENTRY = 1.0
-"""Seconds after the first barrier at which the late survivor enters ("inside")."""
-
-
-def _die(scenario: Outcome, rank: int) -> None:
-    emit(scenario=scenario["id"], rank=rank, role="dying", died_at=time.time())
-    if scenario["mode"] == "sigkill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    os._exit(1)
-
-
-def _rank_main(scenario: Outcome, rank: int, port: int) -> None:
-    import torch
-    import torch.distributed as dist
-
-    import helios_pg
-    from helios_collectives import all_reduce_tensors
-
-    os.environ.update(
-        RANK=str(rank),
-        WORLD_SIZE=str(WORLD),
-        LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(WORLD),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
-    helios_pg.init(timeout=timedelta(seconds=GROUP_TIMEOUT))
-    kind = scenario["kind"]
-    if kind == "mismatch":
-        call = _mismatched_call(scenario["field"], rank, WORLD, scenario["validate"])
-    else:
-        call = _operation(scenario["op"], rank, WORLD, scenario.get("validate"))
-    dist.barrier()
-    role = "survivor"
-    if kind == "death":
-        dying, late = scenario["dying"], [r for r in range(WORLD) if r != scenario["dying"]][-1]
-        if rank == dying:
-            if scenario["when"] == "waiting":
-                time.sleep(DEATH_DELAY)
-                _die(scenario, rank)
-            threading.Timer(DEATH_DELAY, _die, (scenario, rank)).start()
-            call()
-            emit(scenario=scenario["id"], rank=rank, role="dying", returned=True)
-            time.sleep(2 * DEATH_DELAY)
-            os._exit(3)
-        if scenario["when"] == "inside" and rank == late:
-            time.sleep(LATE_ENTRY)
-    elif kind == "skip" and rank == WORLD - 1:
-        # Skip the call, but stay alive: a peer that exits would be a death instead.
-        time.sleep(GROUP_TIMEOUT + SKIP_SLACK)
-        helios_pg.shutdown()
-        emit(scenario=scenario["id"], rank=rank, role="skipper")
-        return
-    elif kind == "mismatch":
-        role = "caller"
-    first = attempt(call)
-    follow_up = None
-    if kind == "death" and not first["raised"]:
-        follow_up = attempt(lambda: all_reduce_tensors(torch.ones(2)))
-    start = time.time()
-    helios_pg.shutdown()
-    emit(
-        scenario=scenario["id"],
-        rank=rank,
-        role=role,
-        first=first,
-        follow_up=follow_up,
-        shutdown_s=time.time() - start,
-        initialized=dist.is_initialized(),
-    )
-
-
-def _fork_rank(scenario: Outcome, rank: int, port: int) -> int:
-    threads = len(list(Path("/proc/self/task").iterdir()))
-    if threads != 1:
-        message = f"refusing to fork with {threads} threads: a child could inherit a held lock"
-        raise RuntimeError(message)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    status = 0
-    try:
-        _rank_main(scenario, rank, port)
-    except BaseException as exc:
-        status = 2
-        emit(scenario=scenario["id"], rank=rank, role="crashed", error=repr(exc)[:400])
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-
-
-def worker_groups(scenarios_json: str, parallel: int, limit: float) -> int:
-    """Fork a group of ``WORLD`` ranks per scenario, ``parallel`` scenarios at a time."""
-    import warnings
-
-    # numpy, when installed, starts an OpenBLAS thread pool as torch imports it; this
-    # process must hold a single thread when it forks.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    import torch  # noqa: F401
-
-    import helios_collectives  # noqa: F401
-    import helios_pg  # noqa: F401  (imported once here, before any fork)
-
-    warnings.simplefilter("error", FutureWarning)
-    scenarios: list[Outcome] = json.loads(scenarios_json)
-    for start in range(0, len(scenarios), parallel):
-        pids: dict[int, tuple[str, int]] = {}
-        for scenario in scenarios[start : start + parallel]:
-            port = free_port()
-            for rank in range(WORLD):
-                pids[_fork_rank(scenario, rank, port)] = (scenario["id"], rank)
-        statuses: dict[int, int | None] = {}
-        deadline = time.monotonic() + limit
-        while len(statuses) < len(pids) and time.monotonic() < deadline:
-            for pid in pids:
-                if pid not in statuses:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        statuses[pid] = os.waitstatus_to_exitcode(status)
-            time.sleep(0.02)
-        for pid in pids:
-            if pid not in statuses:
-                statuses[pid] = None
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-        for pid, (scenario_id, rank) in pids.items():
-            emit(scenario=scenario_id, rank=rank, role="exit", status=statuses[pid])
+    report(rank=rank, world=world, **outcome)
     return 0
 
 
@@ -472,8 +167,6 @@ def worker_main(kind: str, args: list[str]) -> int:
         return worker_init_cases(args[0], float(args[1]))
     if kind == "never-joins":
         return worker_never_joins(int(args[0]), int(args[1]), int(args[2]), float(args[3]))
-    if kind == "groups":
-        return worker_groups(args[0], int(args[1]), float(args[2]))
     message = f"unknown worker {kind!r}"
     raise SystemExit(message)
 
@@ -534,12 +227,12 @@ def _seconds(outcome: Outcome | None) -> float | None:
 def malformed_rows(port: int, init_outcomes: dict[str, Outcome]) -> list[Row]:
     env_commands = []
     for variable, value in MALFORMED:
-        env = base_env({**_rank_one_of_two(port), variable: value})
+        env = {**plain_env(), **_rank_one_of_two(port), variable: value}
         env_commands.append((worker_command("env"), env))
     env_runs = run_all(env_commands, limit=60)
     rows = []
     for (variable, value), run in zip(MALFORMED, env_runs, strict=True):
-        found = run.results()
+        found = results(run)
         outcome = found[0] if found else None
         rows.append(_malformed_row("get_dist_info", variable, value, outcome, None))
     for variable, value in MALFORMED:
@@ -608,7 +301,7 @@ NEVER_JOINS = [
 def never_joins_rows(runs: list[Finished]) -> list[Row]:
     rows = []
     for run, (label, count, meaning) in zip(runs, NEVER_JOINS, strict=True):
-        found = run.results()
+        found = results(run)
         outcome = found[0] if found else None
         seconds = _seconds(outcome)
         message = outcome["message"] if outcome and outcome.get("raised") else ""
@@ -634,15 +327,6 @@ def never_joins_rows(runs: list[Finished]) -> list[Row]:
             )
         )
     return rows
-
-
-OPERATIONS = (
-    "all_reduce_tensors",
-    "gather_into_tensor",
-    "gather_uneven",
-    "safe_barrier",
-    "barrier",
-)
 
 
 def group_scenarios() -> list[Outcome]:
@@ -689,18 +373,18 @@ def group_scenarios() -> list[Outcome]:
 def _compact(reports: list[Outcome]) -> list[Outcome]:
     """What each rank of a scenario reported, without the bulk: for faults.json."""
     compact: dict[int, Outcome] = {}
-    for report in reports:
-        entry = compact.setdefault(report["rank"], {"rank": report["rank"]})
-        role = report["role"]
+    for item in reports:
+        entry = compact.setdefault(item["rank"], {"rank": item["rank"]})
+        role = item["role"]
         if role == "exit":
-            entry["exit_status"] = report["status"]
+            entry["exit_status"] = item["status"]
             continue
         entry["role"] = role
-        for key in ("shutdown_s", "initialized", "died_at", "error"):
-            if key in report:
-                entry[key] = report[key]
+        for key in ("shutdown_s", "initialized_after_shutdown", "died_at", "error"):
+            if key in item:
+                entry[key] = item[key]
         for key in ("first", "follow_up"):
-            outcome = report.get(key)
+            outcome = item.get(key)
             if outcome:
                 entry[key] = {
                     "observed": _observed(outcome),
@@ -759,7 +443,7 @@ def death_row(scenario: Outcome, reports: list[Outcome]) -> Row:
         and all(e.get("raised") and e["is_runtime_error"] for e in errors)
         and slowest is not None
         and slowest < bound
-        and all(s["initialized"] is False for s in survivors)
+        and all(s["initialized_after_shutdown"] is False for s in survivors)
         and all(statuses.get(r) == 0 for r in range(WORLD) if r != dying)
         and None not in statuses.values()
     )
@@ -789,7 +473,7 @@ def skip_row(scenario: Outcome, reports: list[Outcome]) -> Row:
         and None not in seconds_each
         and slowest is not None
         and slowest < limit + SKIP_SLACK
-        and all(r["initialized"] is False for r in waiting)
+        and all(r["initialized_after_shutdown"] is False for r in waiting)
         and all(status == 0 for status in statuses.values())
     )
     label = "" if validate is None else f" (validate={validate})"
@@ -931,32 +615,32 @@ def main() -> int:
         print("running: malformed variables, busy port, peers that never join ...", flush=True)
         launch = run_all(
             [
-                (worker_command("init-cases", json.dumps(cases), timeout), base_env()),
-                (worker_command("never-joins", "0", "3", str(never_port), timeout), base_env()),
-                (worker_command("never-joins", "1", "3", str(never_port), timeout), base_env()),
-                (worker_command("never-joins", "1", "2", str(no_host_port), timeout), base_env()),
+                (worker_command("init-cases", json.dumps(cases), timeout), plain_env()),
+                (worker_command("never-joins", "0", "3", str(never_port), timeout), plain_env()),
+                (worker_command("never-joins", "1", "3", str(never_port), timeout), plain_env()),
+                (worker_command("never-joins", "1", "2", str(no_host_port), timeout), plain_env()),
             ],
             limit=GROUP_TIMEOUT + MARGIN + 60,
         )
-    init_outcomes = {r["case"]: r for r in launch[0].results()}
+    init_outcomes = {r["case"]: r for r in results(launch[0])}
     rows = malformed_rows(dead_port, init_outcomes)
     rows.append(busy_port_row(busy_port, init_outcomes.get("busy-port")))
     rows += never_joins_rows(launch[1:])
 
     scenarios = group_scenarios()
     print(f"running: {len(scenarios)} group scenarios, {WORLD} ranks each ...", flush=True)
-    groups = run_all(
-        [
-            (
-                worker_command(
-                    "groups", json.dumps(scenarios), str(args.parallel), str(GROUP_TIMEOUT + MARGIN)
-                ),
-                base_env(),
-            )
-        ],
+    groups = run_scenarios(
+        scenarios,
+        env=plain_env(),
+        world=WORLD,
+        timeout=GROUP_TIMEOUT,
+        barrier_timeout=BARRIER_TIMEOUT,
+        scenario_limit=GROUP_TIMEOUT + MARGIN,
+        parallel=args.parallel,
         limit=(len(scenarios) / args.parallel + 1) * (GROUP_TIMEOUT + MARGIN) + 60,
-    )[0]
-    by_scenario = _by_scenario(groups.results())
+        raise_on_timeout=False,
+    )
+    by_scenario = _by_scenario(results(groups))
     for scenario in scenarios:
         reports = by_scenario.get(scenario["id"], [])
         make = {"death": death_row, "skip": skip_row, "mismatch": mismatch_row}[scenario["kind"]]

@@ -4,10 +4,13 @@ and a peer that dies. The others raise within the group timeout; nothing hangs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT, WORKERS, Run
-from tests.support.procs import Finished, results, run_hand_started
+from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT, Run
+from tests.support.groups import run_scenarios
+from tests.support.procs import base_env, results
 
 MARGIN = 3.0
 """Seconds allowed beyond a timeout for the error to surface."""
@@ -53,42 +56,64 @@ def test_a_rank_that_skips_a_collective_makes_the_others_raise_within_the_timeou
     assert skipper["ok"], skipper
 
 
+DEAD_PEER_OPERATIONS = ("barrier", "all_reduce_tensors", "gather_into_tensor")
+DEAD_PEER_BARRIER_TIMEOUT = 2.0
+
+
 @pytest.fixture(scope="module")
-def dead_peer_run() -> list[Finished]:
-    """Two ranks; rank 1 exits after a first barrier, rank 0 carries on."""
-    return run_hand_started(
-        WORKERS / "dead_peer.py",
-        2,
-        extra_env=CPU_RUN_ENV,
+def dead_peer_run() -> list[dict[str, Any]]:
+    """Two ranks per operation; rank 1 exits after a first barrier, then rank 0 calls it."""
+    scenarios = [
+        {"id": op, "kind": "death", "op": op, "when": "before", "mode": "exit", "dying": 1}
+        for op in DEAD_PEER_OPERATIONS
+    ]
+    finished = run_scenarios(
+        scenarios,
+        env=base_env(CPU_RUN_ENV),
+        world=2,
+        timeout=GROUP_TIMEOUT,
+        barrier_timeout=DEAD_PEER_BARRIER_TIMEOUT,
+        scenario_limit=GROUP_TIMEOUT + 20,
+        parallel=len(scenarios),
         limit=60,
     )
+    assert finished.returncode == 0, finished.describe()
+    found = results(finished)
+    assert not [r for r in found if r["role"] == "crashed"], finished.describe()
+    return found
 
 
-def _step(finished: list[Finished], step: str) -> dict[str, object]:
-    found = [r for r in results(finished[0]) if r["step"] == step]
-    assert len(found) == 1, "\n".join(f.describe() for f in finished)
-    return found[0]
+def _reports(run: list[dict[str, Any]], op: str, role: str) -> list[dict[str, Any]]:
+    return [r for r in run if r["scenario"] == op and r["role"] == role]
 
 
-def test_a_dead_peer_exits_where_the_test_kills_it(dead_peer_run: list[Finished]) -> None:
-    survivor, dead = dead_peer_run
-    assert dead.returncode == 17, dead.describe()
-    assert survivor.returncode == 0, survivor.describe()
+def _survivor_call(run: list[dict[str, Any]], op: str) -> dict[str, Any]:
+    survivors = _reports(run, op, "survivor")
+    assert [s["rank"] for s in survivors] == [0], run
+    first: dict[str, Any] = survivors[0]["first"]
+    return first
 
 
-def test_barrier_names_a_dead_peer(dead_peer_run: list[Finished]) -> None:
-    outcome = _step(dead_peer_run, "barrier")
-    assert outcome["error"] == "BarrierTimeoutError"
+@pytest.mark.parametrize("op", DEAD_PEER_OPERATIONS)
+def test_a_dead_peer_exits_where_the_test_kills_it(
+    dead_peer_run: list[dict[str, Any]], op: str
+) -> None:
+    exits = {r["rank"]: r for r in _reports(dead_peer_run, op, "exit")}
+    assert {rank: e["status"] for rank, e in exits.items()} == {0: 0, 1: 1}, exits
+    assert [r["where"] for r in _reports(dead_peer_run, op, "dying")] == ["before the operation"]
+
+
+def test_barrier_names_a_dead_peer(dead_peer_run: list[dict[str, Any]]) -> None:
+    outcome = _survivor_call(dead_peer_run, "barrier")
+    assert outcome["error"] == "BarrierTimeoutError", outcome
     assert outcome["missing_ranks"] == [1]
 
 
-@pytest.mark.parametrize("step", ["all_reduce_tensors", "gather_into_tensor"])
+@pytest.mark.parametrize("op", ["all_reduce_tensors", "gather_into_tensor"])
 def test_a_dead_peer_makes_the_collective_raise_within_the_timeout(
-    dead_peer_run: list[Finished], step: str
+    dead_peer_run: list[dict[str, Any]], op: str
 ) -> None:
-    outcome = _step(dead_peer_run, step)
-    assert outcome["ok"] is False, outcome
+    outcome = _survivor_call(dead_peer_run, op)
+    assert outcome["raised"] is True, outcome
     assert outcome["is_runtime_error"] is True, outcome
-    elapsed = outcome["elapsed"]
-    assert isinstance(elapsed, float)
-    assert elapsed < GROUP_TIMEOUT + MARGIN, outcome
+    assert outcome["raised_at"] - outcome["entered_at"] < GROUP_TIMEOUT + MARGIN, outcome

@@ -5,7 +5,7 @@ Two launches, each shared by the tests that read it:
 - three hand-started ranks (workers/reliability_hygiene.py) run a full group, then a
   rendezvous that a peer never joins, and report what init and shutdown left
   behind: environment variables, threads, child processes, a group;
-- one process (workers/reliability_deaths.py) imports torch once and forks a fresh
+- one process (tests/support/groups.py) imports torch once and forks a fresh
   three-rank group per scenario, in which one rank dies (``os._exit`` or ``SIGKILL``)
   before or during ``all_reduce_tensors``, ``gather_into_tensor`` or ``barrier``.
 
@@ -30,13 +30,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.groups import run_scenarios
 from tests.support.procs import (
     Finished,
     base_env,
     free_port,
     results,
     run_hand_started,
-    run_processes,
 )
 
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -134,6 +134,7 @@ def hygiene(hygiene_run: Launch) -> dict[int, dict[str, Any]]:
 DEATH_SCENARIOS = [
     {
         "id": f"{op}-{when}-{mode}-rank{dying}",
+        "kind": "death",
         "op": op,
         "when": when,
         "mode": mode,
@@ -147,23 +148,19 @@ DEATH_SCENARIOS = [
 
 
 @pytest.fixture(scope="module")
-def deaths_run(tmp_path_factory: pytest.TempPathFactory) -> Launch:
-    path = tmp_path_factory.mktemp("deaths") / "scenarios.json"
-    path.write_text(json.dumps(DEATH_SCENARIOS))
+def deaths_run() -> Launch:
     tag = uuid.uuid4().hex
-    command = [
-        sys.executable,
-        str(WORKERS / "reliability_deaths.py"),
-        str(path),
-        f"--world={WORLD}",
-        f"--timeout={GROUP_TIMEOUT}",
-        f"--barrier-timeout={BARRIER_TIMEOUT}",
-        f"--limit={GROUP_TIMEOUT + MARGIN}",
-        "--parallel=4",
-    ]
-    env = base_env({"CUDA_VISIBLE_DEVICES": "", MARKER: tag})
-    finished = run_processes([(command, env)], limit=110)
-    return Launch(tag, finished, results(finished))
+    finished = run_scenarios(
+        DEATH_SCENARIOS,
+        env=base_env({"CUDA_VISIBLE_DEVICES": "", MARKER: tag}),
+        world=WORLD,
+        timeout=GROUP_TIMEOUT,
+        barrier_timeout=BARRIER_TIMEOUT,
+        scenario_limit=GROUP_TIMEOUT + MARGIN,
+        parallel=4,
+        limit=110,
+    )
+    return Launch(tag, [finished], results(finished))
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ __all__ = [
     "base_env",
     "free_port",
     "is_launcher_variable",
+    "plain_environment",
     "results",
     "run_hand_started",
     "run_processes",
@@ -145,12 +146,14 @@ def run_processes(
     *,
     limit: float = DEFAULT_LIMIT,
     cwd: str | Path | None = None,
+    raise_on_timeout: bool = True,
 ) -> list[Finished]:
     """Start every command at once and wait for all, killing all of them at ``limit``.
 
     Raises:
         TimeoutError: Some process was still running after ``limit`` seconds; the
-            message holds every process's output so far.
+            message holds every process's output so far. With ``raise_on_timeout``
+            false, the processes killed at the limit are returned with status -9.
     """
     # Output goes to files, not pipes: a rank that prints a lot never blocks on a
     # full pipe while the parent waits for another rank.
@@ -197,7 +200,7 @@ def run_processes(
         Finished(list(args), proc.returncode, out, err)
         for (args, _), proc, (out, err) in zip(commands, procs, outputs, strict=True)
     ]
-    if timed_out:
+    if timed_out and raise_on_timeout:
         detail = "\n".join(f.describe() for f in finished)
         message = f"processes still running after the {limit:.0f} s limit were killed:\n{detail}"
         raise TimeoutError(message)
