@@ -24,7 +24,9 @@ Cases (each helios variant against what a program would otherwise use):
   what helios adds;
 - print gates: ``global_print`` and ``local_print`` on a rank that does not print,
   against a bare ``int(os.environ[...])`` test.
-- hostlist: ``helios_env.expand_hostlist`` against python-hostlist on 10,000 nodes.
+- hostlist: ``helios_env.expand_hostlist`` against python-hostlist on 10,000 nodes;
+- ranks: a 2-rank test under helios-pg's pytest plugin (fresh ranks, and reused ranks)
+  against one that calls ``torch.multiprocessing.spawn``, per test, in whole sessions.
 
 helios-ml is installed from PyPI with ``--no-deps`` into ``.bench/`` and its
 ``helios/core/distributed.py`` (which imports only torch) is loaded by path: the
@@ -39,10 +41,10 @@ import importlib.util
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -52,6 +54,11 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as ``python tools/bench.py``
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.procs import free_port, plain_environment, run_hand_started  # noqa: E402
+
 BENCH_DIR = ROOT / ".bench"
 HELIOS_ML = "helios-ml==2.0.1"
 DEFAULT_OUT = ROOT / "tools" / "results"
@@ -268,12 +275,6 @@ def bench_gating() -> list[Row]:
 # --------------------------------------------------------------------------- init
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def bench_init(repeat: int) -> list[Row]:
     import torch.distributed as dist
 
@@ -286,7 +287,7 @@ def bench_init(repeat: int) -> list[Row]:
     def tcp() -> None:
         dist.init_process_group(
             "gloo",
-            init_method=f"tcp://127.0.0.1:{_free_port()}",
+            init_method=f"tcp://127.0.0.1:{free_port()}",
             rank=0,
             world_size=1,
             timeout=timedelta(seconds=30),
@@ -489,44 +490,104 @@ def bench_hostlist() -> list[Row]:
     return rows
 
 
+_RANKS_TESTS = 31
+_RANKS_PLUGIN_FILE = f"""
+import pytest
+import torch
+import torch.distributed as dist
+
+
+@pytest.mark.ranks(2)
+@pytest.mark.parametrize("case", range({_RANKS_TESTS}))
+def test_sum(dist_info, case):
+    x = torch.tensor([1.0])
+    dist.all_reduce(x)
+    assert x.item() == 2.0
+"""
+_RANKS_SPAWN_FILE = f"""
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _rank(rank, path):
+    store = dist.FileStore(path, 2)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
+                            timeout=timedelta(seconds=60))
+    x = torch.tensor([1.0])
+    dist.all_reduce(x)
+    assert x.item() == 2.0
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("case", range({_RANKS_TESTS}))
+def test_sum(case, tmp_path):
+    mp.spawn(_rank, args=(str(tmp_path / "store"),), nprocs=2)
+"""
+
+
+def _test_times(source: str, *options: str) -> list[float]:
+    """Seconds of each test of a pytest session run on ``source``, from its JUnit XML."""
+    import xml.etree.ElementTree as ET
+
+    with tempfile.TemporaryDirectory(prefix="hb-", dir="/tmp") as folder:
+        root = Path(folder)
+        (root / "test_bench_ranks.py").write_text(source)
+        report = root / "report.xml"
+        env = plain_environment(os.environ) | {"GLOO_SOCKET_IFNAME": "lo", "TMPDIR": folder}
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options]
+        command += [f"--junitxml={report}", str(root)]
+        subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, timeout=900)
+        cases = ET.parse(report).getroot().iter("testcase")
+        return [float(case.attrib["time"]) for case in cases]
+
+
+def bench_ranks() -> list[Row]:
+    """The ranks plugin's cost per 2-rank test against a ``torch.multiprocessing.spawn`` harness."""
+    spawn = statistics.median(_test_times(_RANKS_SPAWN_FILE)[1:])
+    rows = []
+    for mode, options, goal in (
+        ("fresh ranks from the forkserver", (), 0.3),
+        ("--ranks-reuse", ("--ranks-reuse",), 0.05),
+    ):
+        # The first test starts the forkserver (it imports torch): the median leaves it out.
+        ours = statistics.median(_test_times(_RANKS_PLUGIN_FILE, *options)[1:])
+        rows.append(
+            Row(
+                "2-rank test: init, all-reduce, destroy (median of 30)",
+                f"@pytest.mark.ranks(2), {mode}",
+                "torch.multiprocessing.spawn(nprocs=2) per test",
+                ours,
+                spawn,
+                "s",
+                spawn / ours,
+                "alternative / helios (speed-up)",
+                f"helios <= {goal * 1000:g} ms",
+                ours <= goal,
+            )
+        )
+    return rows
+
+
 # --------------------------------------------------------------------------- multi-process
 
 
 def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str, Any]]:
-    port = str(_free_port())
-    procs = []
-    for rank in range(world_size):
-        env = dict(os.environ)
-        env.update(
-            RANK=str(rank),
-            WORLD_SIZE=str(world_size),
-            LOCAL_RANK=str(rank),
-            LOCAL_WORLD_SIZE=str(world_size),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=port,
-            GLOO_SOCKET_IFNAME="lo",
-            PYTHONWARNINGS="ignore",
-        )
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("bench_workers.py")), case],
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-        )
-    outputs = []
-    try:
-        for proc in procs:
-            out, _ = proc.communicate(timeout=timeout)
-            if proc.returncode != 0:
-                message = f"benchmark worker {case!r} failed with status {proc.returncode}"
-                raise RuntimeError(message)
-            outputs.append(out)
-    finally:
-        for proc in procs:
-            proc.kill()
-    line = next(ln for ln in outputs[0].splitlines() if ln.startswith("{"))
+    finished = run_hand_started(
+        Path(__file__).with_name("bench_workers.py"),
+        world_size,
+        args=[case],
+        extra_env={"PYTHONWARNINGS": "ignore"},
+        limit=timeout,
+    )
+    for item in finished:
+        if item.returncode != 0:
+            message = f"benchmark worker {case!r} failed with status {item.returncode}"
+            raise RuntimeError(message)
+    line = next(ln for ln in finished[0].stdout.splitlines() if ln.startswith("{"))
     return list(json.loads(line)["rows"])
 
 
@@ -541,6 +602,7 @@ CASES: dict[str, Callable[[argparse.Namespace], list[Row]]] = {
     "print-gates": lambda a: bench_print_gates(),
     "collectives": lambda a: [Row(**r) for r in _spawn_workers("collectives", 2, a.timeout)],
     "hostlist": lambda a: bench_hostlist(),
+    "ranks": lambda a: bench_ranks(),
 }
 
 
