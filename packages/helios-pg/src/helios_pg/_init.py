@@ -111,7 +111,7 @@ def _connect_env(
     wait = timeout if timeout is not None else default_timeout(backend)
     try:
         return open_store(meeting, rank, world_size, wait)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, TimeoutError) as exc:
         if isinstance(exc, (ProcessGroupInitError, RendezvousConfigError)):
             raise
         joined: int | None = None

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import re
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -135,6 +137,23 @@ def check_own_address(meeting: Meeting) -> None:
     raise RendezvousConfigError(message)
 
 
+def _poll(done: Callable[[], bool], timeout: timedelta) -> None:
+    """Wait until ``done()``, polling the store; raise ``TimeoutError`` at ``timeout``.
+
+    Polled rather than ``store.wait()``: a client whose wait was pending when another
+    client of the same store vanished has been seen to lose its connection.
+    """
+    deadline = time.monotonic() + timeout.total_seconds()
+    delay = 0.001
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            message = f"the rendezvous did not complete within {timeout.total_seconds():g} s"
+            raise TimeoutError(message)
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.05)
+
+
 def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta) -> EnvStore:
     """Reach the rendezvous store, check that it serves this job, and count this rank in.
 
@@ -187,7 +206,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     elif agent:  # no rank hosts torchrun's store: the first to arrive writes the job
         serving = bytes(store.compare_set(JOB_KEY, "", identity)).decode(errors="replace")
     else:  # rank 0 writes its job as soon as it serves: a stray never writes first
-        store.wait([JOB_KEY], timeout)
+        _poll(lambda: bool(store.check([JOB_KEY])), timeout)
         serving = bytes(store.get(JOB_KEY)).decode(errors="replace")
     if serving != identity:
         del store  # the traceback keeps this frame: close the connection now
@@ -203,13 +222,15 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
     key = f"helios_pg/joined/{attempt}/{session}"
     counted = EnvStore(store, key)
-    if int(store.add(key, 1)) >= world_size:
-        store.set(f"{key}/all", "1")
+    store.add(key, 1)
     # Every rank waits for all to count in, as torch's env:// rank 0 does. The host
     # waits a little longer, so that the others can still read how many came.
     try:
-        store.wait([f"{key}/all"], timeout + _HOST_GRACE if hosts else timeout)
-    except (RuntimeError, ValueError) as exc:
+        _poll(
+            lambda: int(store.add(key, 0)) >= world_size,
+            timeout + _HOST_GRACE if hosts else timeout,
+        )
+    except (RuntimeError, ValueError, TimeoutError) as exc:
         joined = counted.joined()
         # The traceback keeps this frame: drop the store now, or rank 0's server (its
         # port and its threads) would live as long as the error does.
