@@ -4,7 +4,8 @@ One session runs a file of every kind of ranks test (passing on 1, 2 and 3 ranks
 parametrized, failing, hanging, skipped, xfailed, with a fixture that cannot be sent),
 on fresh ranks and on reused ones, and leaves no process or temporary file behind;
 another shows that loading the plugin imports no torch; a third runs under
-pytest-xdist with four workers.
+pytest-xdist with four workers. The reused-ranks session and the xdist one are
+``slow`` (they run in CI's launchers step).
 """
 
 from __future__ import annotations
@@ -159,7 +160,13 @@ def session_env(
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-@pytest.mark.parametrize("mode", [[], ["--ranks-reuse"]], ids=["fresh", "reuse"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param([], id="fresh"),
+        pytest.param(["--ranks-reuse"], id="reuse", marks=pytest.mark.slow),
+    ],
+)
 def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     pytester: pytest.Pytester, session_env: dict[str, str], mode: list[str]
 ) -> None:
