@@ -3,7 +3,14 @@
 Every figure is a ratio measured in the same run on the same machine, so the table
 compares like with like; absolute times are shown for context only. Run it with::
 
-    uv run python tools/bench.py              # writes tools/results/bench.{md,json}
+    uv run python tools/bench.py              # every case: tools/results/bench.{md,json}
+    uv run python tools/bench.py busbw ranks  # only these cases; the others are kept
+    uv run python tools/bench.py --no-run     # rewrite the tables and the plot from bench.json
+
+``bench.json`` holds each case's rows with the machine, Python, torch and date of the run
+that measured it; running some cases replaces only their entries, and ``bench.md`` (the
+table the documentation includes) is rewritten from the whole file, its first line naming
+the run or runs behind it.
 
 Cases (each helios variant against what a program would otherwise use):
 
@@ -26,7 +33,12 @@ Cases (each helios variant against what a program would otherwise use):
   against a bare ``int(os.environ[...])`` test.
 - hostlist: ``helios_env.expand_hostlist`` against python-hostlist on 10,000 nodes;
 - ranks: a 2-rank test under helios-pg's pytest plugin (fresh ranks, and reused ranks)
-  against one that calls ``torch.multiprocessing.spawn``, per test, in whole sessions.
+  against one that calls ``torch.multiprocessing.spawn``, per test, in whole sessions;
+- busbw: the bus bandwidth that ``python -m helios_collectives`` reports for all-reduce
+  and all-gather from 4 B to 16 MiB under ``torchrun --nproc-per-node 2``, against the
+  same sweep written with bare ``torch.distributed`` calls (tools/bench_workers.py), the
+  two runs alternating; it also writes ``busbw.md`` (every size) and ``busbw.svg`` (the
+  plot).
 
 helios-ml is installed from PyPI with ``--no-deps`` into ``.bench/`` and its
 ``helios/core/distributed.py`` (which imports only torch) is loaded by path: the
@@ -39,6 +51,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import platform
 import statistics
@@ -46,18 +59,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as ``python tools/bench.py``
     sys.path.insert(0, str(ROOT))
 
-from tests.support.procs import free_port, plain_environment, run_hand_started  # noqa: E402
+from tests.support.procs import (  # noqa: E402
+    base_env,
+    free_port,
+    plain_environment,
+    run_hand_started,
+    run_processes,
+    torchrun_command,
+)
 
 BENCH_DIR = ROOT / ".bench"
 HELIOS_ML = "helios-ml==2.0.1"
@@ -78,6 +99,14 @@ class Row:
     met: bool
 
 
+@dataclass(frozen=True)
+class CaseResult:
+    """What one case measured: its table rows, and any data its figures are drawn from."""
+
+    rows: list[Row]
+    data: dict[str, Any] = field(default_factory=dict)
+
+
 def _fmt(value: float, unit: str) -> str:
     if unit == "s":
         for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
@@ -86,21 +115,28 @@ def _fmt(value: float, unit: str) -> str:
         return f"{value * 1e9:.3g} ns"
     if unit == "MiB":
         return f"{value:.1f} MiB"
+    if unit == "GB/s":
+        return _bandwidth(value)
     return f"{value:.3g} {unit}"
 
 
+def _bandwidth(gbps: float) -> str:
+    """A bandwidth given in GB/s (10**9 bytes per second), in the unit that suits it."""
+    for scale, name in ((1.0, "GB/s"), (1e-3, "MB/s"), (1e-6, "kB/s")):
+        if gbps >= scale:
+            return f"{gbps / scale:.3g} {name}"
+    return f"{gbps * 1e9:.3g} B/s"
+
+
+def _bytes(size: float) -> str:
+    """A byte count with a binary unit: ``4 B``, ``64 KiB``, ``16 MiB``."""
+    for scale, name in ((1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB")):
+        if size >= scale:
+            return f"{size / scale:.3g} {name}"
+    return f"{size:.0f} B"
+
+
 # --------------------------------------------------------------------------- timing
-
-
-def best_of(fn: Callable[[], object], *, number: int, repeat: int = 7) -> float:
-    """Seconds per call: the minimum over ``repeat`` runs of ``number`` calls."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - start) / number)
-    return min(times)
 
 
 def paired(
@@ -540,7 +576,10 @@ def _test_times(source: str, *options: str) -> list[float]:
         env = plain_environment(os.environ) | {"GLOO_SOCKET_IFNAME": "lo", "TMPDIR": folder}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options]
         command += [f"--junitxml={report}", str(root)]
-        subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, timeout=900)
+        # A session of its own: at the limit its forkserver and ranks go with pytest.
+        [finished] = run_processes([(command, env)], limit=900, cwd=root)
+        if finished.returncode != 0:
+            raise RuntimeError(f"the benchmark's pytest session failed:\n{finished.describe()}")
         cases = ET.parse(report).getroot().iter("testcase")
         return [float(case.attrib["time"]) for case in cases]
 
@@ -591,18 +630,364 @@ def _spawn_workers(case: str, world_size: int, timeout: float) -> list[dict[str,
     return list(json.loads(line)["rows"])
 
 
+# --------------------------------------------------------------------------- bus bandwidth
+
+BUSBW_SIZES = [4 * 4**i for i in range(12)]
+"""Message sizes in bytes: 4 B to 16 MiB by factors of 4, the main job's default sweep
+without its two largest sizes, which would double the time of the case."""
+BUSBW_ROUNDS = 5
+"""Runs of each sweep; the order alternates from one round to the next."""
+BUSBW_ITERS = 20
+BUSBW_WARMUP = 5
+"""Timed and warm-up calls per size: the main job's defaults, for both sweeps."""
+BUSBW_RANKS = 2
+BUSBW_LIMIT = 120.0
+"""Seconds allowed to one torchrun run of either sweep."""
+
+Point = dict[str, Any]
+
+
+def _sweep_once(script_and_args: list[str], path: Path, what: str) -> dict[str, Any]:
+    """Run one sweep under ``torchrun --standalone``; rank 0 writes its JSON to ``path``.
+
+    ``--standalone`` serves the rendezvous on a port the kernel picks, so runs never
+    collide with one another or with anything else on the machine.
+    """
+    path.unlink(missing_ok=True)
+    env = base_env({"CUDA_VISIBLE_DEVICES": "", "PYTHONWARNINGS": "ignore"})
+    env.pop("HELIOS_VALIDATE_COLLECTIVES", None)  # the main job measures plain calls
+    command = torchrun_command("--standalone", f"--nproc-per-node={BUSBW_RANKS}")
+    (finished,) = run_processes([([*command, *script_and_args], env)], limit=BUSBW_LIMIT)
+    if finished.returncode != 0:
+        message = f"{what} failed with status {finished.returncode}:\n{finished.stderr[-3000:]}"
+        raise RuntimeError(message)
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def bench_busbw() -> CaseResult:
+    """The main job's bus bandwidth against the same sweep on bare ``torch.distributed``."""
+    sizes = ",".join(str(size) for size in BUSBW_SIZES)
+    counts = ["--iters", str(BUSBW_ITERS), "--warmup", str(BUSBW_WARMUP)]
+    runs: dict[str, list[dict[str, Any]]] = {"helios": [], "torch": []}
+    with tempfile.TemporaryDirectory(prefix="hb-busbw-", dir="/tmp") as folder:
+        helios_json = Path(folder) / "helios.json"
+        torch_json = Path(folder) / "torch.json"
+        helios_run = ["-m", "helios_collectives", "--backend", "gloo", "--sizes", sizes]
+        helios_run += [*counts, "--json", str(helios_json)]
+        worker = str(Path(__file__).with_name("bench_workers.py"))
+        torch_run = [worker, "busbw", sizes, str(BUSBW_ITERS), str(BUSBW_WARMUP)]
+        torch_run.append(str(torch_json))
+        sweeps = {
+            "helios": (helios_run, helios_json, "python -m helios_collectives"),
+            "torch": (torch_run, torch_json, "the bare torch.distributed sweep"),
+        }
+        for round_ in range(BUSBW_ROUNDS):
+            order = ("helios", "torch") if round_ % 2 == 0 else ("torch", "helios")
+            for name in order:
+                script_and_args, path, what = sweeps[name]
+                runs[name].append(_sweep_once(script_and_args, path, what))
+    sweep = _busbw_sweep(
+        [run["benchmark"] for run in runs["helios"]], [run["benchmark"] for run in runs["torch"]]
+    )
+    data = {
+        "rounds": BUSBW_ROUNDS,
+        "iters": BUSBW_ITERS,
+        "warmup": BUSBW_WARMUP,
+        "calls": {"all_reduce": "dist.all_reduce", "all_gather": runs["torch"][0]["gather_call"]},
+        "sweep": sweep,
+    }
+    return CaseResult(_busbw_rows(data), data)
+
+
+def _busbw_sweep(helios: list[list[Point]], torch: list[list[Point]]) -> list[Point]:
+    """Per operation and size: each sweep's best run, and the ratio of the two.
+
+    Other work on the machine only ever slows a run down, so the fastest of the runs
+    (the highest bus bandwidth) is the one least disturbed; the ratio is helios's best
+    bus bandwidth over torch's. Every run's figure is kept alongside.
+    """
+    sweep: list[Point] = []
+    keys = [(p["operation"], p["size_bytes"]) for p in helios[0]]
+    for operation, size in keys:
+
+        def at(run: list[Point], operation: str = operation, size: int = size) -> Point:
+            return next(p for p in run if (p["operation"], p["size_bytes"]) == (operation, size))
+
+        point: Point = {"operation": operation, "size_bytes": size}
+        for name, runs in (("helios", helios), ("torch", torch)):
+            found = [at(run) for run in runs]
+            point[f"{name}_latency_us"] = min(p["latency_us"] for p in found)
+            point[f"{name}_busbw_gbps"] = max(p["busbw_gbps"] for p in found)
+            point[f"{name}_busbw_gbps_runs"] = [p["busbw_gbps"] for p in found]
+        point["ratio"] = point["helios_busbw_gbps"] / point["torch_busbw_gbps"]
+        sweep.append(point)
+    return sweep
+
+
+_OPERATION_NAMES = {"all_reduce": "all-reduce", "all_gather": "all-gather"}
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def _busbw_rows(data: dict[str, Any]) -> list[Row]:
+    """Per operation: the whole sweep (geometric means), the smallest and the largest size.
+
+    The geometric mean of the bus bandwidths over the sizes weighs every size alike, and
+    the ratio of two such means is the geometric mean of the per-size ratios. The rows
+    are reported, not judged: the main job's all-reduce makes the very call the bare loop
+    makes, so their ratio shows how far the machine alone moves a run.
+    """
+    sweep: list[Point] = data["sweep"]
+    rows = []
+    for operation, name in _OPERATION_NAMES.items():
+        points = [p for p in sweep if p["operation"] == operation]
+        span = f"{_bytes(points[0]['size_bytes'])} to {_bytes(points[-1]['size_bytes'])}"
+        measured = [
+            (
+                f"{name}, geometric mean over {len(points)} sizes, {span}",
+                _geometric_mean([p["helios_busbw_gbps"] for p in points]),
+                _geometric_mean([p["torch_busbw_gbps"] for p in points]),
+            ),
+            *(
+                (
+                    f"{name} of {_bytes(p['size_bytes'])}",
+                    p["helios_busbw_gbps"],
+                    p["torch_busbw_gbps"],
+                )
+                for p in (points[0], points[-1])
+            ),
+        ]
+        for label, helios, torch in measured:
+            rows.append(
+                Row(
+                    f"bus bandwidth, {label}, 2 ranks",
+                    "python -m helios_collectives",
+                    f"{data['calls'][operation]} loop",
+                    helios,
+                    torch,
+                    "GB/s",
+                    helios / torch,
+                    "helios / alternative bandwidth",
+                    "report",
+                    True,
+                )
+            )
+    return rows
+
+
+def busbw_markdown(header: str, data: dict[str, Any]) -> str:
+    """The whole sweep as a Markdown table, under its run's header line."""
+    sweep: list[Point] = data["sweep"]
+    lines = [
+        header,
+        "",
+        f"Two ranks, float32, {data['iters']} timed calls after {data['warmup']} warm-up calls "
+        f"per size, the slowest rank's time; the best of {data['rounds']} runs of each sweep, "
+        "alternating. The ratio is helios's bus bandwidth over torch's (above 1: helios "
+        "is faster).",
+        "",
+        "| operation | size | helios time | torch time | helios bus bandwidth "
+        "| torch bus bandwidth | ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in sweep:
+        lines.append(
+            f"| {_OPERATION_NAMES[p['operation']]} | {_bytes(p['size_bytes'])} "
+            f"| {_fmt(p['helios_latency_us'] * 1e-6, 's')} "
+            f"| {_fmt(p['torch_latency_us'] * 1e-6, 's')} "
+            f"| {_bandwidth(p['helios_busbw_gbps'])} | {_bandwidth(p['torch_busbw_gbps'])} "
+            f"| {p['ratio']:.3g} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def busbw_svg(data: dict[str, Any]) -> str:
+    """Bus bandwidth over message size: both sweeps, both operations."""
+    sweep: list[Point] = data["sweep"]
+    colors = {"all_reduce": "#2a6fb0", "all_gather": "#d4731c"}
+    series = []
+    for operation, name in _OPERATION_NAMES.items():
+        points = [p for p in sweep if p["operation"] == operation]
+        for source, label, dashed in (
+            ("helios", "python -m helios_collectives", False),
+            ("torch", f"{data['calls'][operation]} loop", True),
+        ):
+            series.append(
+                Series(
+                    f"{name}: {label}",
+                    [(float(p["size_bytes"]), p[f"{source}_busbw_gbps"]) for p in points],
+                    colors[operation],
+                    dashed=dashed,
+                )
+            )
+    sizes = sorted({float(p["size_bytes"]) for p in sweep if p["operation"] == "all_reduce"})
+    return svg_plot(
+        series,
+        title="Bus bandwidth over message size, 2 ranks, gloo over 127.0.0.1",
+        x_label="message size",
+        y_label="bus bandwidth",
+        x_ticks=[(size, _bytes(size)) for size in sizes[::2]],
+        y_format=_bandwidth,
+    )
+
+
+# --------------------------------------------------------------------------- SVG plot
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a plot: its legend label, its (x, y) points, colour and dash."""
+
+    label: str
+    points: Sequence[tuple[float, float]]
+    color: str
+    dashed: bool = False
+
+
+def svg_plot(
+    series: Sequence[Series],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    x_ticks: Sequence[tuple[float, str]],
+    y_format: Callable[[float], str],
+    width: int = 760,
+    height: int = 470,
+) -> str:
+    """A line plot with both axes logarithmic, as a standalone SVG document.
+
+    Args:
+        series: The lines; every point must be positive.
+        title: The text above the plot.
+        x_label: The horizontal axis's name.
+        y_label: The vertical axis's name.
+        x_ticks: Where the horizontal axis is labelled, and with what.
+        y_format: How a value of the vertical axis is written; the axis is labelled at
+            every power of ten in range.
+        width: The document's width in pixels.
+        height: The document's height in pixels.
+
+    Returns:
+        The SVG text.
+
+    Raises:
+        ValueError: A point is not positive, or there are no points at all.
+    """
+    xs = [x for s in series for x, _ in s.points]
+    ys = [y for s in series for _, y in s.points]
+    if not xs or min(xs) <= 0 or min(ys) <= 0:
+        message = "svg_plot needs at least one point, and only positive x and y on log axes"
+        raise ValueError(message)
+    left, right, top, bottom = 92, 24, 46, 58
+    plot_w, plot_h = width - left - right, height - top - bottom
+    pad = 0.08 * (math.log10(max(xs)) - math.log10(min(xs)) or 1.0)
+    x_lo, x_hi = math.log10(min(xs)) - pad, math.log10(max(xs)) + pad
+    y_lo, y_hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    if y_hi == y_lo:
+        y_hi += 1
+
+    def px(x: float) -> float:
+        return left + (math.log10(x) - x_lo) / (x_hi - x_lo) * plot_w
+
+    def py(y: float) -> float:
+        return top + (y_hi - math.log10(y)) / (y_hi - y_lo) * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
+        f"<title>{escape(title)}</title>",
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{left + plot_w / 2:.1f}" y="26" text-anchor="middle" font-size="15" '
+        f'fill="#222222">{escape(title)}</text>',
+    ]
+    for exponent in range(y_lo, y_hi + 1):
+        y = py(10.0**exponent)
+        out.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e2e2e2"/>'
+        )
+        out.append(
+            f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end" fill="#333333">'
+            f"{escape(y_format(10.0**exponent))}</text>"
+        )
+    for x_value, label in x_ticks:
+        x = px(x_value)
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#e2e2e2"/>'
+        )
+        out.append(
+            f'<text x="{x:.1f}" y="{top + plot_h + 20}" text-anchor="middle" fill="#333333">'
+            f"{escape(label)}</text>"
+        )
+    out.append(
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" '
+        'stroke="#555555"/>'
+    )
+    out.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 12}" text-anchor="middle" '
+        f'fill="#222222">{escape(x_label)} (log scale)</text>'
+    )
+    out.append(
+        f'<text x="18" y="{top + plot_h / 2:.1f}" text-anchor="middle" fill="#222222" '
+        f'transform="rotate(-90 18 {top + plot_h / 2:.1f})">{escape(y_label)} (log scale)'
+        "</text>"
+    )
+
+    def marker(x: float, y: float, s: Series) -> str:
+        # Dashed lines get open squares, solid lines filled dots: told apart without colour.
+        if s.dashed:
+            return (
+                f'<rect x="{x - 3:.1f}" y="{y - 3:.1f}" width="6" height="6" fill="#ffffff" '
+                f'stroke="{s.color}" stroke-width="1.5"/>'
+            )
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{s.color}"/>'
+
+    for s in series:
+        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s.points)
+        dash = ' stroke-dasharray="7 4"' if s.dashed else ""
+        out.append(
+            f'<polyline points="{coords}" fill="none" stroke="{s.color}" stroke-width="2"{dash}/>'
+        )
+        out.extend(marker(px(x), py(y), s) for x, y in s.points)
+    row_h = 20
+    legend_w = 12 + 36 + 8 + 7 * max(len(s.label) for s in series) + 12
+    out.append(
+        f'<rect x="{left + 12}" y="{top + 12}" width="{legend_w}" '
+        f'height="{row_h * len(series) + 12}" fill="#ffffff" fill-opacity="0.92" '
+        'stroke="#bbbbbb"/>'
+    )
+    for i, s in enumerate(series):
+        y = top + 12 + 6 + row_h * i + row_h / 2
+        x0 = left + 24
+        dash = ' stroke-dasharray="7 4"' if s.dashed else ""
+        out.append(
+            f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + 36}" y2="{y:.1f}" stroke="{s.color}" '
+            f'stroke-width="2"{dash}/>'
+        )
+        out.append(marker(x0 + 18, y, s))
+        out.append(f'<text x="{x0 + 44}" y="{y + 4:.1f}" fill="#222222">{escape(s.label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 # --------------------------------------------------------------------------- driver
 
 
-CASES: dict[str, Callable[[argparse.Namespace], list[Row]]] = {
-    "import": lambda a: bench_import(a.repeat),
-    "gating": lambda a: bench_gating(),
-    "init": lambda a: bench_init(a.repeat),
-    "call-cost": lambda a: bench_call_cost(),
-    "print-gates": lambda a: bench_print_gates(),
-    "collectives": lambda a: [Row(**r) for r in _spawn_workers("collectives", 2, a.timeout)],
-    "hostlist": lambda a: bench_hostlist(),
-    "ranks": lambda a: bench_ranks(),
+CASES: dict[str, Callable[[argparse.Namespace], CaseResult]] = {
+    "import": lambda a: CaseResult(bench_import(a.repeat)),
+    "gating": lambda a: CaseResult(bench_gating()),
+    "init": lambda a: CaseResult(bench_init(a.repeat)),
+    "call-cost": lambda a: CaseResult(bench_call_cost()),
+    "print-gates": lambda a: CaseResult(bench_print_gates()),
+    "collectives": lambda a: CaseResult(
+        [Row(**r) for r in _spawn_workers("collectives", 2, a.timeout)]
+    ),
+    "hostlist": lambda a: CaseResult(bench_hostlist()),
+    "ranks": lambda a: CaseResult(bench_ranks()),
+    "busbw": lambda a: bench_busbw(),
 }
 
 
@@ -621,37 +1006,105 @@ def to_markdown(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def current_meta() -> dict[str, str]:
+    """What a run is measured on: Python, torch, the machine, and the date."""
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def _setup(meta: dict[str, str]) -> str:
+    return f"Python {meta['python']}, torch {meta['torch']}, {meta['machine']}"
+
+
+def header_line(cases: dict[str, dict[str, Any]]) -> str:
+    """One line naming the run or runs behind the cases, in the order of ``CASES``.
+
+    A single run reads ``Python 3.11.7, torch 2.5.1, x86_64, 2 CPUs, gloo over
+    127.0.0.1, 2026-12-01.``; cases measured in several runs list each run's date and
+    cases (and its Python, torch and machine when those differ too).
+    """
+    runs: dict[tuple[str, str], list[str]] = {}
+    for name in [n for n in CASES if n in cases]:
+        meta = cases[name]["meta"]
+        runs.setdefault((_setup(meta), meta["date"]), []).append(name)
+    setups = {setup for setup, _ in runs}
+    if len(runs) == 1:
+        ((setup, day),) = runs
+        return f"{setup}, gloo over 127.0.0.1, {day}."
+    if len(setups) == 1:
+        parts = [f"{day} ({', '.join(names)})" for (_, day), names in runs.items()]
+        return f"{setups.pop()}, gloo over 127.0.0.1; measured on {'; '.join(parts)}."
+    parts = [f"{setup}, {day} ({', '.join(names)})" for (setup, day), names in runs.items()]
+    return f"Gloo over 127.0.0.1; measured with {'; '.join(parts)}."
+
+
+def load_results(path: Path) -> dict[str, dict[str, Any]]:
+    """The cases stored in ``bench.json``, by name; none when the file does not exist.
+
+    Raises:
+        ValueError: The file is not the per-case layout this tool writes.
+    """
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, dict):
+        message = (
+            f"{path} holds no 'cases' mapping, so its rows cannot be kept; run every case "
+            "(uv run python tools/bench.py), which writes it afresh"
+        )
+        raise ValueError(message)
+    return {name: entry for name, entry in cases.items() if name in CASES}
+
+
+def write_outputs(out: Path, cases: dict[str, dict[str, Any]]) -> str:
+    """Write ``bench.json``, ``bench.md`` and the busbw table and plot; return bench.md."""
+    ordered = {name: cases[name] for name in CASES if name in cases}
+    rows = [Row(**r) for entry in ordered.values() for r in entry["rows"]]
+    text = f"{header_line(ordered)}\n\n{to_markdown(rows)}\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"cases": ordered}, indent=2) + "\n")
+    (out / "bench.md").write_text(text)
+    busbw = ordered.get("busbw")
+    if busbw is not None:
+        header = header_line({"busbw": busbw})
+        (out / "busbw.md").write_text(busbw_markdown(header, busbw["data"]))
+        (out / "busbw.svg").write_text(busbw_svg(busbw["data"]))
+    return text
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="helios benchmarks, as ratios in one run")
     parser.add_argument("cases", nargs="*", choices=[*CASES, []], help="default: all")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     parser.add_argument("--repeat", type=int, default=7, help="repetitions per measurement")
     parser.add_argument("--timeout", type=float, default=600, help="limit per worker run, s")
+    parser.add_argument(
+        "--no-run",
+        action="store_true",
+        help="measure nothing: rewrite bench.md, busbw.md and busbw.svg from bench.json",
+    )
     args = parser.parse_args()
-    rows: list[Row] = []
-    for name in args.cases or list(CASES):
+    if args.no_run and args.cases:
+        parser.error("--no-run measures nothing: give it no case names")
+    selected = [] if args.no_run else args.cases or list(CASES)
+    # Every case measured now replaces its stored entry; running them all starts afresh.
+    stored = {} if set(selected) == set(CASES) else load_results(args.out / "bench.json")
+    for name in selected:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
-        rows.extend(CASES[name](args))
-    import torch
-
-    meta = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    table = to_markdown(rows)
-    header = (
-        f"Python {meta['python']}, torch {meta['torch']}, {meta['machine']}, gloo over "
-        f"127.0.0.1, {meta['date']}."
-    )
-    (args.out / "bench.md").write_text(f"{header}\n\n{table}\n")
-    (args.out / "bench.json").write_text(
-        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
-    )
-    print(header)
-    print(table)
+        started = time.monotonic()
+        result = CASES[name](args)
+        meta: dict[str, Any] = {**current_meta(), "seconds": round(time.monotonic() - started)}
+        stored[name] = {"meta": meta, "rows": [asdict(r) for r in result.rows]}
+        if result.data:
+            stored[name]["data"] = result.data
+    print(write_outputs(args.out, stored), end="")
     return 0
 
 

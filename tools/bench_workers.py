@@ -1,8 +1,16 @@
 """Worker side of tools/bench.py: the multi-process cases, run on every rank.
 
-Started by tools/bench.py with RANK/WORLD_SIZE/MASTER_* set; rank 0 prints one JSON
-line with the rows. Every rank runs the same sequence of collectives, alternating the
-helios call and the alternative, so both are measured under the same conditions.
+``bench_workers.py collectives``: started by tools/bench.py with RANK/WORLD_SIZE/MASTER_*
+set; rank 0 prints one JSON line with the rows. Every rank runs the same sequence of
+collectives, alternating the helios call and the alternative, so both are measured
+under the same conditions.
+
+``bench_workers.py busbw SIZES ITERS WARMUP PATH``: run under torchrun, the plain
+``torch.distributed`` sweep that the ``busbw`` case sets against
+``python -m helios_collectives``: the same sizes, the same warm-up and timed counts, the
+same slowest-rank time, with ``dist.all_reduce`` and the flat all-gather
+(``dist.all_gather_single`` where torch has it, else ``dist.all_gather_into_tensor``)
+into an output allocated once per size. Rank 0 writes the points to PATH as JSON.
 """
 
 from __future__ import annotations
@@ -11,10 +19,12 @@ import json
 import operator
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,6 +32,8 @@ import torch.distributed as dist
 
 import helios_pg
 from helios_collectives import all_reduce_tensors, gather_into_tensor, gather_uneven
+from helios_collectives._main.sweep import bus_factor
+from helios_collectives._torch import gather_function_name
 
 MiB = 1024 * 1024
 
@@ -213,7 +225,76 @@ def validation() -> list[dict[str, Any]]:
     ]
 
 
-def main() -> int:
+GATHER_CALL = gather_function_name(dist)
+"""The flat all-gather, chosen as helios-collectives chooses it."""
+
+
+def _slowest_rank_seconds(op: Callable[[], object], *, iters: int, warmup: int) -> float:
+    """Seconds per call of ``op`` on the slowest rank, timed as the main job times it."""
+    for _ in range(warmup):
+        op()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        op()
+    elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return float(elapsed.item())
+
+
+def plain_sweep(sizes: list[int], *, iters: int, warmup: int) -> list[dict[str, Any]]:
+    """All-reduce and all-gather over ``sizes`` with the bare torch calls.
+
+    Sizes, element counts and bus-bandwidth factors follow the main job's sweep: an
+    all-reduce of ``size // 4`` floats, and an all-gather whose gathered output holds
+    ``size // 4`` floats (``size // 4 // world`` from each rank).
+    """
+    world = dist.get_world_size()
+    gather = getattr(dist, GATHER_CALL)
+    points: list[dict[str, Any]] = []
+    for operation in ("all_reduce", "all_gather"):
+        for size in sizes:
+            if operation == "all_reduce":
+                elements = max(1, size // 4)
+                tensor = torch.ones(elements, dtype=torch.float32)
+                moved = elements * 4
+                op: Callable[[], object] = partial(dist.all_reduce, tensor)
+            else:
+                elements = max(1, size // 4 // world)
+                tensor = torch.ones(elements, dtype=torch.float32)
+                out = torch.empty(elements * world, dtype=torch.float32)
+                moved = elements * 4 * world
+                op = partial(gather, out, tensor)
+            seconds = _slowest_rank_seconds(op, iters=iters, warmup=warmup)
+            points.append(
+                {
+                    "operation": operation,
+                    "size_bytes": moved,
+                    "elements": elements,
+                    "latency_us": seconds * 1e6,
+                    "algbw_gbps": moved / seconds / 1e9,
+                    "busbw_gbps": moved / seconds / 1e9 * bus_factor(operation, world),
+                }
+            )
+    return points
+
+
+def busbw(args: list[str]) -> int:
+    """The plain sweep under torchrun: ``SIZES ITERS WARMUP PATH``, sizes comma-separated."""
+    sizes = [int(size) for size in args[0].split(",")]
+    iters, warmup, path = int(args[1]), int(args[2]), Path(args[3])
+    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    try:
+        points = plain_sweep(sizes, iters=iters, warmup=warmup)
+    finally:
+        dist.destroy_process_group()
+    if os.environ.get("RANK") == "0":
+        data = {"benchmark": points, "gather_call": f"dist.{GATHER_CALL}"}
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def collectives() -> int:
     helios_pg.init(backend="gloo", timeout=timedelta(seconds=120))
     try:
         rows = coalescing() + overhead() + uneven() + validation()
@@ -224,5 +305,14 @@ def main() -> int:
     return 0
 
 
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["busbw"]:
+        return busbw(argv[1:])
+    if argv[:1] in ([], ["collectives"]):
+        return collectives()
+    message = f"unknown benchmark worker case {argv[0]!r}; expected 'collectives' or 'busbw'"
+    raise SystemExit(message)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

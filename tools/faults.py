@@ -3,6 +3,7 @@
 Run it with::
 
     uv run python tools/faults.py            # prints a table; writes tools/results/faults.{md,json}
+    uv run python tools/faults.py --no-run   # rewrites faults.md from faults.json
 
 Every scenario runs in processes of its own over gloo on 127.0.0.1, on fresh free
 ports, with a short process-group timeout (5 s) and a time limit on every process;
@@ -539,7 +540,8 @@ def mismatch_row(scenario: Outcome, reports: list[Outcome]) -> Row:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text for a Markdown table cell: no line breaks, no column bars, no HTML tags."""
+    return text.replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")
 
 
 NOTES = (
@@ -583,11 +585,20 @@ def main() -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--parallel", type=int, default=6, help="group scenarios at a time")
+    parser.add_argument(
+        "--no-run", action="store_true", help="run nothing: rewrite faults.md from faults.json"
+    )
     args, rest = parser.parse_known_args()
     if args.worker:
         return worker_main(args.worker, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.no_run:
+        stored = json.loads((args.out / "faults.json").read_text(encoding="utf-8"))
+        markdown = to_markdown([Row(**row) for row in stored["rows"]], stored["header"])
+        (args.out / "faults.md").write_text(markdown)
+        print(markdown)
+        return 0
 
     started = time.monotonic()
     dead_port = free_port()  # nothing listens here

@@ -22,9 +22,11 @@ The interpreters are found under ``pyenv root``, on ``PATH`` (``python3.10``), o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LEGS_DIR = ROOT / ".legs"
 TORCH_PACKAGES = ("helios-env", "helios-pg", "helios-collectives", "helios-log")
 TORCH_FREE = ("helios-env", "helios-log")
+# A leg's whole test run (about 4 to 8 minutes here): past this it is killed and fails,
+# and the other legs still run.
+PYTEST_LIMIT = 40 * 60.0
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,30 @@ def find_python(version: str) -> str:
     raise LegError(message)
 
 
-def run(command: list[str], *, env: dict[str, str] | None = None) -> None:
+def run(
+    command: list[str], *, env: dict[str, str] | None = None, limit: float | None = None
+) -> None:
     print("+", " ".join(command), flush=True)
-    done = subprocess.run(command, cwd=ROOT, env=env, check=False)
-    if done.returncode != 0:
-        message = f"exit status {done.returncode}: {' '.join(command)}"
+    # A session of its own, so that a command past its limit goes with every process it
+    # started (a test's ranks, a forkserver).
+    process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        status = process.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        message = (
+            f"no result within {limit:g} s, killed (pytest's faulthandler_timeout printed "
+            f"the stacks of a test that hangs): {' '.join(command)}"
+        )
+        raise LegError(message) from None
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        raise
+    if status != 0:
+        message = f"exit status {status}: {' '.join(command)}"
         raise LegError(message)
 
 
@@ -124,7 +148,11 @@ def run_leg(leg: Leg, pytest_args: list[str]) -> None:
     run(["uv", "pip", "list", "--python", python])
     # Run from the venv's own interpreter: the workspace's .venv must not leak in.
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *leg.tests, *pytest_args], env=env)
+    run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *leg.tests, *pytest_args],
+        env=env,
+        limit=PYTEST_LIMIT,
+    )
 
 
 def main() -> int:

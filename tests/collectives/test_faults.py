@@ -1,59 +1,84 @@
 """Faults on real gloo ranks: late ranks at a barrier, a rank that skips a collective,
 and a peer that dies. The others raise within the group timeout; nothing hangs.
+
+Late and skipping ranks run on ranks of helios-pg's pytest plugin; the dead peers are
+processes of their own (tests/support/groups.py), which the test kills.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+import torch
 
-from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT, Run
+from helios_collectives import BarrierTimeoutError, all_reduce_tensors, barrier, safe_barrier
+from helios_env import DistributedInfo
+from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT
+from tests.collectives.on_ranks import barrier_late
 from tests.support.groups import run_scenarios
 from tests.support.procs import base_env, results
 
 MARGIN = 3.0
 """Seconds allowed beyond a timeout for the error to surface."""
+WORLD = 3
+SKIP_GROUP_TIMEOUT = 2.0
+"""The group timeout that a skipped collective must hit, in seconds."""
 
 
-def test_barrier_passes_when_every_rank_arrives(property_run: Run) -> None:
-    for occurrence in range(3):
-        outcomes = property_run.scenario("barrier_all", occurrence)
-        assert all(o["ok"] for o in outcomes), outcomes
+@pytest.mark.ranks(WORLD, timeout=60)
+def test_barrier_passes_when_every_rank_arrives() -> None:
+    for _ in range(3):
+        barrier(30.0)
 
 
-def test_safe_barrier_passes_with_and_without_validation(property_run: Run) -> None:
-    outcomes = property_run.scenario("safe_barriers")
-    assert all(o["ok"] for o in outcomes), outcomes
+@pytest.mark.ranks(WORLD, timeout=60)
+def test_safe_barrier_passes_with_and_without_validation() -> None:
+    safe_barrier()
+    safe_barrier(validate=True)
 
 
-def test_barrier_names_the_rank_that_did_not_arrive(property_run: Run) -> None:
-    *waited, late = property_run.scenario("barrier_late_last_rank")
-    for outcome in waited:
-        assert outcome["error"] == "BarrierTimeoutError", outcome
-        assert outcome["is_runtime_error"]
-        assert outcome["missing_ranks"] == [2]
-        assert "rank 2 of 3 did not arrive within 0.5 s" in outcome["message"]
-        assert outcome["elapsed"] < 0.5 + MARGIN
-    assert late["ok"], late
+@pytest.mark.ranks(WORLD, timeout=60)
+def test_barrier_names_the_rank_that_did_not_arrive(dist_info: DistributedInfo) -> None:
+    if dist_info.rank == WORLD - 1:
+        barrier_late(dist_info.rank, late=[WORLD - 1])  # arrives after the others left
+    else:
+        start = time.monotonic()
+        with pytest.raises(BarrierTimeoutError) as raised:
+            barrier_late(dist_info.rank, late=[WORLD - 1])
+        assert time.monotonic() - start < 0.5 + MARGIN
+        assert isinstance(raised.value, RuntimeError)
+        assert list(raised.value.missing_ranks) == [2]
+        assert "rank 2 of 3 did not arrive within 0.5 s" in str(raised.value)
+    barrier(30.0)  # a barrier after a timed-out one still meets
 
 
-def test_barrier_names_every_missing_rank(property_run: Run) -> None:
-    first, *_ = property_run.scenario("barrier_late_all_but_rank_zero")
-    assert first["error"] == "BarrierTimeoutError", first
-    assert first["missing_ranks"] == [1, 2]
-    assert "ranks 1, 2 of 3 did not arrive" in first["message"]
+@pytest.mark.ranks(WORLD, timeout=60)
+def test_barrier_names_every_missing_rank(dist_info: DistributedInfo) -> None:
+    if dist_info.rank != 0:
+        barrier_late(dist_info.rank, late=[1, 2])  # rank 0 gave up before they came: pass
+    else:
+        with pytest.raises(BarrierTimeoutError) as raised:
+            barrier_late(dist_info.rank, late=[1, 2])
+        assert list(raised.value.missing_ranks) == [1, 2]
+        assert "ranks 1, 2 of 3 did not arrive" in str(raised.value)
+    barrier(30.0)  # a barrier after a timed-out one still meets
 
 
+@pytest.mark.ranks(WORLD, timeout=60, group_timeout=SKIP_GROUP_TIMEOUT)
 def test_a_rank_that_skips_a_collective_makes_the_others_raise_within_the_timeout(
-    property_run: Run,
+    dist_info: DistributedInfo,
 ) -> None:
-    *waited, skipper = property_run.scenario("skip_on_last_rank")
-    for outcome in waited:
-        assert not outcome["ok"], outcome
-        assert outcome["is_runtime_error"], outcome
-        assert outcome["elapsed"] < GROUP_TIMEOUT + MARGIN, outcome
-    assert skipper["ok"], skipper
+    if dist_info.rank == WORLD - 1:
+        # Never reaches the all-reduce, and stays alive past the bound below: the others
+        # must raise at their group timeout, not when this rank's connections close.
+        time.sleep(SKIP_GROUP_TIMEOUT + MARGIN + 1)
+        return
+    start = time.monotonic()
+    with pytest.raises(RuntimeError):
+        all_reduce_tensors(torch.ones(3))
+    assert time.monotonic() - start < SKIP_GROUP_TIMEOUT + MARGIN
 
 
 DEAD_PEER_OPERATIONS = ("barrier", "all_reduce_tensors", "gather_into_tensor")

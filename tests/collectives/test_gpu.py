@@ -1,14 +1,12 @@
 """The collectives on nccl with CUDA tensors; skipped without CUDA.
 
 In this process at world size one (``helios_pg.init()`` picks nccl and binds
-``cuda:0``), and across every visible GPU under torchrun when there are two or more.
+``cuda:0``), and on two GPUs as two ranks of helios-pg's pytest plugin.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,15 +15,15 @@ import torch.distributed as dist
 
 import helios_pg
 from helios_collectives import (
-    VALIDATE_ENV_VAR,
     all_reduce_tensors,
     barrier,
     gather_into_tensor,
     gather_uneven,
     safe_barrier,
 )
-from tests.collectives.cases import digest, expected
-from tests.collectives.conftest import GROUP_TIMEOUT, WORKERS
+from tests.collectives.cases import Case
+from tests.collectives.conftest import GROUP_TIMEOUT
+from tests.collectives.on_ranks import wrong_results
 from tests.collectives.strategies import (
     draw_cases,
     explicit_cases,
@@ -34,7 +32,6 @@ from tests.collectives.strategies import (
     reduce_list_cases,
     uneven_cases,
 )
-from tests.support.procs import results, run_torchrun
 
 pytestmark = [
     pytest.mark.gpu,
@@ -114,34 +111,20 @@ def test_safe_barrier_on_nccl_passes_the_current_device(
     assert seen == [{"device_ids": [torch.cuda.current_device()]}]
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two or more GPUs")
-def test_collectives_across_gpus_match_a_local_computation(tmp_path: Path) -> None:
-    world = min(torch.cuda.device_count(), 4)
-    cases = [
+@pytest.fixture(scope="module")
+def gpu_cases() -> list[Case]:
+    world = 2
+    return [
         *explicit_cases(world),
         *draw_cases(gather_cases(world), 20),
         *draw_cases(reduce_cases(), 20),
         *draw_cases(reduce_list_cases(), 20),
         *draw_cases(uneven_cases(world), 20),
     ]
-    path = tmp_path / "cases.json"
-    path.write_text(json.dumps(cases))
-    finished = run_torchrun(
-        [str(WORKERS / "run_cases.py"), str(path)],
-        nproc=world,
-        extra_env={
-            "HELIOS_TEST_PG_TIMEOUT": str(GROUP_TIMEOUT),
-            "HELIOS_TEST_DEVICE": "cuda",
-            VALIDATE_ENV_VAR: "0",
-        },
-        limit=100,
-    )
-    assert finished.returncode == 0, finished.describe()
-    wrong = []
-    for item in results(finished):
-        case = cases[item["index"]]
-        want = digest(expected(case, world).cuda())
-        if not item["ok"] or item["digest"] != want or "failed_checks" in item:
-            wrong.append((case, item))
-    assert wrong == []
-    assert len(results(finished)) == world * len(cases)
+
+
+@pytest.mark.ranks(2, backend="nccl", timeout=120, group_timeout=GROUP_TIMEOUT)
+def test_collectives_across_gpus_match_a_local_computation(gpu_cases: list[Case]) -> None:
+    # Skipped by the plugin without two GPUs; each rank holds cuda:RANK.
+    assert dist.get_backend() == "nccl"
+    assert wrong_results(gpu_cases, device=helios_pg.local_device()) == []

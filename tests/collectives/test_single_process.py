@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import HashStore, Store
 
 import helios_collectives
 from helios_collectives import (
@@ -25,6 +26,7 @@ from helios_collectives import (
     CollectiveMismatchError,
     ProcessGroupNotInitializedError,
     UnevenGather,
+    _barrier,
     all_reduce_tensors,
     barrier,
     gather_into_tensor,
@@ -407,6 +409,58 @@ def test_barrier_timeout_must_be_positive_and_finite(timeout: Any) -> None:
 def test_barrier_timeout_must_be_a_duration() -> None:
     with pytest.raises(TypeError, match="timedelta or a number of seconds"):
         barrier("5")  # type: ignore[arg-type]
+
+
+# The outcome of a timed-out barrier is decided at its arrival count, in the store;
+# these drive that decision on a real store, one step per rank, in the orders that
+# several processes cannot be made to take reliably.
+
+RANKS = [0, 1, 2]
+BASE = "b/1"
+LIMIT = timedelta(seconds=2)
+
+
+def arrive(store: Store, rank: int, *, count: bool = True) -> int:
+    store.set(f"{BASE}/{rank}", "1")
+    return store.add(f"{BASE}/count", 1) if count else 0
+
+
+def test_the_first_rank_to_give_up_records_whose_keys_are_missing() -> None:
+    store = HashStore()
+    arrive(store, 0)
+    arrive(store, 2, count=False)  # key set, not yet counted in
+    assert _barrier._give_up(store, BASE, RANKS, LIMIT) >= _barrier._GAVE_UP
+    # Rank 2 counts itself in after the jump: it cannot find the count met.
+    assert store.add(f"{BASE}/count", 1) >= _barrier._GAVE_UP
+    verdict = _barrier._read_verdict(store, BASE, RANKS, LIMIT)
+    assert verdict == _barrier._Verdict((1,), LIMIT)
+
+
+def test_a_second_rank_giving_up_keeps_the_first_verdict() -> None:
+    store = HashStore()
+    arrive(store, 0)
+    arrive(store, 2)
+    _barrier._give_up(store, BASE, RANKS, LIMIT)
+    arrive(store, 1)  # late: after the first verdict
+    _barrier._give_up(store, BASE, RANKS, timedelta(seconds=9))
+    assert _barrier._read_verdict(store, BASE, RANKS, LIMIT) == _barrier._Verdict((1,), LIMIT)
+
+
+def test_a_count_met_before_the_jump_is_a_verdict_that_nobody_is_missing() -> None:
+    store = HashStore()
+    for rank in RANKS:
+        arrive(store, rank)  # the last one passes on its own count
+    _barrier._give_up(store, BASE, RANKS, LIMIT)  # a rank that had not polled since
+    assert store.check([f"{BASE}/verdict"])  # recorded, so every rank can read it
+    assert _barrier._read_verdict(store, BASE, RANKS, LIMIT).missing == ()
+
+
+def test_without_a_recorded_verdict_the_keys_are_read_after_the_bound() -> None:
+    store = HashStore()
+    arrive(store, 0)
+    store.add(f"{BASE}/count", _barrier._GAVE_UP)  # that rank died before recording
+    short = timedelta(seconds=0.05)
+    assert _barrier._read_verdict(store, BASE, RANKS, short) == _barrier._Verdict((1, 2), short)
 
 
 # --------------------------------------------------------------------- errors

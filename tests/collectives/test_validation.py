@@ -1,14 +1,38 @@
 """Validation mode and gather_uneven's metadata exchange on three gloo ranks: ranks that
 disagree get the same ValueError on every rank, naming the ranks and how they differ.
+
+The tests run on ranks of helios-pg's pytest plugin; each rank checks what it raised.
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from tests.collectives.conftest import Run
+from helios_collectives import (
+    CollectiveArgumentError,
+    CollectiveMismatchError,
+    all_reduce_tensors,
+)
+from helios_env import DistributedInfo
+from tests.collectives.conftest import GROUP_TIMEOUT
+from tests.collectives.on_ranks import SCENARIOS, all_ranks
 
-LAST = 2  # the last rank of the three-rank run
+WORLD = 3
+LAST = WORLD - 1
+pytestmark = pytest.mark.ranks(WORLD, timeout=60, group_timeout=GROUP_TIMEOUT)
+
+
+def assert_the_group_still_works() -> None:
+    """The next validated call, in step on every rank, passes with the right result."""
+    result = all_reduce_tensors(torch.ones(2), validate=True)
+    assert result.tolist() == [float(WORLD)] * 2
+
+
+def mismatch(scenario: str, info: DistributedInfo) -> CollectiveMismatchError:
+    with pytest.raises(CollectiveMismatchError) as raised:
+        SCENARIOS[scenario](info.rank, info.world_size)
+    return raised.value
 
 
 @pytest.mark.parametrize(
@@ -27,32 +51,28 @@ LAST = 2  # the last rank of the three-rank run
     ],
 )
 def test_ranks_that_disagree_get_a_value_error_on_every_rank(
-    property_run: Run, scenario: str, disagreeing: list[int], field: str
+    dist_info: DistributedInfo, scenario: str, disagreeing: list[int], field: str
 ) -> None:
-    outcomes = property_run.scenario(scenario)
-    for rank, outcome in enumerate(outcomes):
-        assert outcome["error"] == "CollectiveMismatchError", (rank, outcome)
-        assert outcome["is_value_error"], outcome
-        assert outcome["disagreeing_ranks"] == disagreeing, outcome
-        assert field in outcome["fields"], outcome
-        assert f"{field}: " in outcome["message"], outcome["message"]
+    error = mismatch(scenario, dist_info)
+    assert isinstance(error, ValueError)
+    assert list(error.disagreeing_ranks) == disagreeing, error
+    assert field in error.differences, error
+    assert f"{field}: " in str(error)
+    assert_the_group_still_works()
 
 
-def test_the_mismatch_message_is_the_same_on_every_rank_apart_from_the_operation(
-    property_run: Run,
-) -> None:
-    messages = {o["message"] for o in property_run.scenario("reduce_dtype_mismatch")}
-    assert len(messages) == 1, messages
-    (message,) = messages
+def test_the_mismatch_message_is_the_same_on_every_rank(dist_info: DistributedInfo) -> None:
+    message = str(mismatch("reduce_dtype_mismatch", dist_info))
+    assert len(set(all_ranks(message))) == 1, all_ranks(message)
     assert "rank 1 differ" in message
     assert "torch.int64 on rank 1" in message
     assert "torch.float32 on ranks 0, 2" in message
 
 
 def test_the_mismatch_message_of_gather_uneven_shows_the_free_first_dimension(
-    property_run: Run,
+    dist_info: DistributedInfo,
 ) -> None:
-    (message, *_) = [o["message"] for o in property_run.scenario("uneven_rest_mismatch")]
+    message = str(mismatch("uneven_rest_mismatch", dist_info))
     assert "(*, 2) on ranks 0, 1; (*, 3) on rank 2" in message
 
 
@@ -61,13 +81,9 @@ def test_the_mismatch_message_of_gather_uneven_shows_the_free_first_dimension(
     ["reduce_empty_list_everywhere", "gather_bad_size_everywhere", "uneven_zero_dim_everywhere"],
 )
 def test_the_same_bad_arguments_everywhere_raise_the_argument_error_on_every_rank(
-    property_run: Run, scenario: str
+    dist_info: DistributedInfo, scenario: str
 ) -> None:
-    outcomes = property_run.scenario(scenario)
-    assert [o["error"] for o in outcomes] == ["CollectiveArgumentError"] * property_run.world
-    assert all(o["is_value_error"] for o in outcomes)
-
-
-def test_the_group_still_works_after_a_mismatch(property_run: Run) -> None:
-    # Every scenario after the mismatches ran in step: the first barrier passed.
-    assert all(o["ok"] for o in property_run.scenario("barrier_all")), property_run.log()
+    with pytest.raises(CollectiveArgumentError) as raised:
+        SCENARIOS[scenario](dist_info.rank, dist_info.world_size)
+    assert isinstance(raised.value, ValueError)
+    assert_the_group_still_works()

@@ -9,6 +9,7 @@ from helios_env import (
     LauncherEnvError,
     LauncherEnvWarning,
     detect_launcher,
+    get_dist_info,
     inspect_environment,
     is_using_torchrun,
 )
@@ -228,7 +229,31 @@ def test_an_elastic_torchrun_round_smaller_than_the_step_warns() -> None:
         rank=2, world_size=4, local_rank=0, node=2, tasks_per_node="1(x4)", num_nodes=4
     ) | torchrun_env(rank=5, world_size=6, node_rank=2, num_nodes=3)
 
-    with pytest.warns(LauncherEnvWarning, match="GROUP_WORLD_SIZE='3', SLURM_STEP_NUM_TASKS='4'"):
+    with pytest.warns(
+        LauncherEnvWarning, match="GROUP_WORLD_SIZE='3', SLURM_STEP_NUM_TASKS='4'"
+    ) as seen:
         info = inspect_environment(environ).info
 
     assert (info.rank, info.world_size) == (5, 6)
+    assert seen[0].filename == __file__  # the warning points at the caller
+
+
+def test_a_hand_set_world_below_the_step_warns_at_the_callers_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A program started by srun -n 2 that starts 4 processes of its own.
+    environ = slurm_env(
+        rank=1, world_size=2, local_rank=1, node=0, tasks_per_node="2", num_nodes=1
+    ) | {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+    }
+
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.warns(LauncherEnvWarning) as seen:
+        info = get_dist_info()
+
+    assert (info.rank, info.world_size) == (3, 4)
+    assert seen[0].filename == __file__

@@ -5,7 +5,8 @@ private SLURM cluster, Open MPI and MPICH (``python -m tests.launchers.record``)
 ``recorded/documented/*.json`` were written from the documentation of the launchers
 that cannot run here (LSF, Kubeflow, MVAPICH2, Intel MPI, multi-node SLURM). Each
 rank carries what helios must answer: the launcher and values, the rendezvous
-address, or the variables an error or a warning must name.
+address, or the variables an error or a warning must name. One rank of each launcher
+also shows that each rank query validates only the variables its answer reads.
 """
 
 from __future__ import annotations
@@ -93,16 +94,17 @@ def test_the_ranks_of_one_job_derive_one_rendezvous(path: Path) -> None:
     reports = []
     for rank in load(path)["ranks"]:
         if "error" in rank["expect"]:
-            return  # a misconfiguration: these ranks never meet
+            pytest.skip("a misconfiguration: these ranks never meet")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LauncherEnvWarning)
             reports.append(inspect_environment(rank["environ"]))
     meeting = {(report.master_addr, report.master_port, report.job) for report in reports}
     worlds = {report.info.world_size for report in reports}
 
-    if worlds == {len(reports)} and reports[0].launcher.value != "none":
-        assert sorted(report.info.rank for report in reports) == list(range(len(reports)))
-        assert len(meeting) == 1, meeting
+    if worlds != {len(reports)} or reports[0].launcher.value == "none":
+        pytest.skip("the recording does not hold every rank of one job")
+    assert sorted(report.info.rank for report in reports) == list(range(len(reports)))
+    assert len(meeting) == 1, meeting
 
 
 @pytest.fixture
@@ -135,3 +137,58 @@ def test_the_narrow_queries_agree_on_every_recorded_rank(
     full = (info.rank, info.world_size, info.local_rank, info.local_world_size)
 
     assert got == full == tuple(expect[key] for key in VALUES[:4])
+
+
+# Which answers read which of a launcher's four variables (its names for RANK,
+# WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE).
+QUERIES = {
+    "rank": get_global_rank,
+    "world_size": get_world_size,
+    "local_rank": get_local_rank,
+    "local_world_size": get_local_world_size,
+}
+READS = {
+    "rank": {"rank"},
+    "world_size": {"world_size"},
+    "local_rank": {"rank", "world_size", "local_rank", "local_world_size"},
+    "local_world_size": {"rank", "world_size", "local_rank", "local_world_size"},
+}
+
+
+def one_rank_per_launcher() -> Iterator[Any]:
+    """The first rank of the first plain (error-free, unforced) recording of each launcher."""
+    seen = set()
+    for path in FILES:
+        rank = load(path)["ranks"][0]
+        launcher = rank["expect"].get("launcher")
+        plain = "error" not in rank["expect"] and "HELIOS_LAUNCHER" not in rank["environ"]
+        if plain and launcher not in (None, "none") and launcher not in seen:
+            seen.add(launcher)
+            yield pytest.param(rank["environ"], id=launcher)
+
+
+@pytest.mark.parametrize("environ", list(one_rank_per_launcher()))
+def test_each_query_validates_only_the_variables_its_answer_reads(
+    clean_environ: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    from helios_env._launcher import detect_launcher
+    from helios_env._variables import names_for
+
+    names = names_for(detect_launcher(environ))
+    assert names is not None
+    for name, value in environ.items():
+        clean_environ.setenv(name, value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LauncherEnvWarning)
+        good = {field: query() for field, query in QUERIES.items()}
+    for part, variable in names._asdict().items():
+        if variable is None or variable not in environ:
+            continue  # derived from other variables, or not set by this launcher
+        clean_environ.setenv(variable, "abc")
+        for field, query in QUERIES.items():
+            if part in READS[field]:
+                with pytest.raises(LauncherEnvError, match=variable):
+                    query()
+            else:
+                assert query() == good[field], (variable, field)
+        clean_environ.setenv(variable, environ[variable])

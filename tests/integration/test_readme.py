@@ -1,15 +1,20 @@
-"""The README's error list and its map from helios-ml and FHElium match the code."""
+"""The README and the docs link to what exists, the name map matches the code, and the
+README quotes the benchmark figures of tools/results.
+"""
 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-PACKAGES = ("helios_env", "helios_pg", "helios_collectives", "helios_log")
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MIGRATING = DOCS / "migrating.md"
 HELIOS_ML = (
     "DistributedInfo",
     "is_using_torchrun",
@@ -29,35 +34,89 @@ HELIOS_ML = (
 )
 FHELIUM = ("init", "shutdown", "local_device")
 
-
-def section(title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.M | re.S)
-    assert match is not None, f"the README has no section {title!r}"
-    return match.group(1)
-
-
-def exported_errors() -> list[str]:
-    found = []
-    for name in PACKAGES:
-        module = importlib.import_module(name)
-        for public in module.__all__:
-            obj = getattr(module, public)
-            if isinstance(obj, type) and issubclass(obj, Exception):
-                found.append(public)
-    return found
+_FENCE = re.compile(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", re.M | re.S)
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
+_LINK = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_TARGET = re.compile(r"`(helios_[a-z]+)\.([A-Za-z_]+)`")
 
 
-@pytest.mark.parametrize("error", exported_errors())
-def test_every_exported_error_is_listed(error: str) -> None:
-    assert f"| `{error}` |" in section("Errors")
+def pages() -> list[Path]:
+    return sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.relative_to(DOCS).parts)
+
+
+def links(path: Path) -> list[str]:
+    """Every Markdown link and image target of ``path``, outside code blocks and code spans."""
+    text = _CODE_SPAN.sub("", _FENCE.sub("", path.read_text(encoding="utf-8")))
+    return _LINK.findall(text)
+
+
+def relative_links(path: Path) -> list[str]:
+    return [
+        target
+        for target in links(path)
+        if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")
+    ]
+
+
+def toctree_pages() -> list[str]:
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    match = re.search(r"^(`{3,})\{toctree\}[^\n]*\n(.*?)^\1[ \t]*$", text, re.M | re.S)
+    assert match is not None, "docs/index.md has no toctree"
+    entries = [line.strip() for line in match.group(2).splitlines()]
+    return [entry for entry in entries if entry and not entry.startswith(":")]
+
+
+def test_the_root_toctree_lists_the_pages_in_order() -> None:
+    assert toctree_pages() == [
+        "launching",
+        "helios-env",
+        "helios-pg",
+        "helios-collectives",
+        "helios-log",
+        "testing",
+        "failures",
+        "benchmarks",
+        "migrating",
+        "api/index",
+    ]
+
+
+@pytest.mark.parametrize("page", toctree_pages())
+def test_the_readme_links_to_every_page_of_the_root_toctree(page: str) -> None:
+    targets = {target.partition("#")[0] for target in relative_links(README)}
+    assert f"docs/{page}.md" in targets, f"README.md has no link to docs/{page}.md"
+
+
+@pytest.mark.parametrize("path", [README, *pages()], ids=lambda p: str(Path(p).relative_to(ROOT)))
+def test_every_relative_link_points_to_a_file_that_exists(path: Path) -> None:
+    missing = [
+        target
+        for target in relative_links(path)
+        if not (path.parent / target.partition("#")[0]).exists()
+    ]
+    assert not missing, f"{path.relative_to(ROOT)} links to missing files: {missing}"
+
+
+def test_links_are_found_outside_code_only(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "See [Launching](launching.md#torchrun) and [the site](https://example.org).\n"
+        "`[not](a-link.md)` and\n```python\nx = [y](z.md)\n```\n![a figure](plot.svg)\n",
+        encoding="utf-8",
+    )
+    assert links(page) == ["launching.md#torchrun", "https://example.org", "plot.svg"]
+    assert relative_links(page) == ["launching.md#torchrun", "plot.svg"]
 
 
 def map_rows() -> dict[str, str]:
     rows = {}
-    for line in section("Coming from helios-ml or FHElium").splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 3 and cells[1].startswith("`helios_"):
-            rows[cells[0]] = cells[1].strip("`")
+    for line in MIGRATING.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3:
+            continue
+        target = _TARGET.search(cells[1])
+        if target is not None:
+            rows[cells[0]] = f"{target.group(1)}.{target.group(2)}"
     return rows
 
 
@@ -66,7 +125,67 @@ def map_rows() -> dict[str, str]:
 )
 def test_every_helios_ml_and_fhelium_name_maps_to_a_public_helios_name(name: str) -> None:
     target = map_rows().get(name)
-    assert target is not None, f"{name} is not mapped"
+    assert target is not None, f"{name} is not mapped in docs/migrating.md"
     package, _, attribute = target.partition(".")
     module = importlib.import_module(package)
     assert attribute in module.__all__, target
+
+
+BENCH = json.loads((ROOT / "tools" / "results" / "bench.json").read_text())
+# The README's headline rows, each with the tools/results/bench.json row it quotes.
+HEADLINES = {
+    "import time": ("import time", "import helios_env, helios_log"),
+    "a `global_print` that does not print": (
+        "gating: global_print on a rank that does not print",
+        "helios_log.global_print",
+    ),
+    "per call, 1 element, world size one": (
+        "per-call cost, 1 element, world size one (gloo)",
+        "all_reduce_tensors",
+    ),
+    "all-reduce of 64 tensors of 16 floats": (
+        "coalescing: all-reduce of 64 tensors of 16 floats",
+        "all_reduce_tensors(list)",
+    ),
+    "a 2-rank test (init, all-reduce, destroy)": (
+        "2-rank test: init, all-reduce, destroy (median of 30)",
+        "@pytest.mark.ranks(2), fresh ranks from the forkserver",
+    ),
+    "SLURM hostlist of 10,000 nodes": (
+        "hostlist: 10,000 nodes, one padded range",
+        "expand_hostlist(n[00001-10000])",
+    ),
+}
+
+
+def readme_ratios() -> dict[str, float]:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"^## Benchmarks\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match is not None, "the README has no Benchmarks section"
+    ratios = {}
+    for line in match.group(1).splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[0] in HEADLINES:
+            ratios[cells[0]] = float(cells[3].split()[0])
+    return ratios
+
+
+def measured(case: str, helios: str) -> float:
+    for entry in BENCH["cases"].values():
+        for row in entry["rows"]:
+            if row["case"] == case and row["helios"] == helios:
+                return float(row["helios_value"]) / float(row["alternative_value"])
+    raise AssertionError(f"tools/results/bench.json has no row {case!r} for {helios!r}")
+
+
+def test_the_readme_shows_every_headline_benchmark_row() -> None:
+    assert sorted(readme_ratios()) == sorted(HEADLINES)
+
+
+@pytest.mark.parametrize("row", sorted(HEADLINES))
+def test_the_readme_benchmark_figures_are_those_of_tools_results(row: str) -> None:
+    # helios / alternative, rounded as the README shows it: rerun tools/bench.py and
+    # copy the new figures when this fails.
+    shown = readme_ratios()[row]
+    actual = measured(*HEADLINES[row])
+    assert abs(shown - actual) <= 0.05 * actual, (row, shown, actual)

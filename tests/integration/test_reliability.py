@@ -146,19 +146,39 @@ DEATH_SCENARIOS = [
 ]
 """Rank 0 hosts the rendezvous store, so its death is a fault of its own."""
 
+STORE_HOST_LEAVES = [
+    {
+        "id": f"barrier-store-host-enters-{order}-and-leaves",
+        "kind": "death",
+        "op": "barrier",
+        "when": "before",
+        "mode": "exit",
+        "dying": 1,
+        "entry_delays": delays,
+        "abandon": True,
+    }
+    for order, delays in (
+        ("first", [0.0, 0.0, BARRIER_TIMEOUT / 2]),
+        ("last", [BARRIER_TIMEOUT / 2, 0.0, 0.0]),
+    )
+]
+"""Rank 1 dies; ranks 0 and 2 enter the barrier half its timeout apart, and each exits
+as soon as its barrier raises (no shutdown). Rank 0 hosts the store: entering first, it
+times out first; entering last, it reads the verdict last."""
+
 
 @pytest.fixture(scope="module")
 def deaths_run() -> Launch:
     tag = uuid.uuid4().hex
     finished = run_scenarios(
-        DEATH_SCENARIOS,
+        [*DEATH_SCENARIOS, *STORE_HOST_LEAVES],
         env=base_env({"CUDA_VISIBLE_DEVICES": "", MARKER: tag}),
         world=WORLD,
         timeout=GROUP_TIMEOUT,
         barrier_timeout=BARRIER_TIMEOUT,
         scenario_limit=GROUP_TIMEOUT + MARGIN,
         parallel=4,
-        limit=110,
+        limit=130,
     )
     return Launch(tag, [finished], results(finished))
 
@@ -286,6 +306,25 @@ def test_barrier_names_a_dead_rank_that_never_arrived(
     for survivor in death(deaths_run, scenario).survivors:
         assert survivor["first"]["error"] == "BarrierTimeoutError", survivor
         assert survivor["first"]["missing_ranks"] == [1], survivor
+
+
+@pytest.mark.parametrize("scenario", STORE_HOST_LEAVES, ids=lambda s: s["id"])
+def test_barrier_names_the_dead_rank_on_every_survivor_though_the_store_host_exits(
+    deaths_run: Launch, scenario: dict[str, Any]
+) -> None:
+    # The survivor that enters first times out first; the other, still within its own
+    # timeout, must learn which rank was missing, and neither may lose the store to
+    # rank 0 exiting on its error.
+    found = death(deaths_run, scenario)
+    for survivor in found.survivors:
+        first = survivor["first"]
+        assert first["error"] == "BarrierTimeoutError", survivor
+        assert first["missing_ranks"] == [1], survivor
+    later = max(found.survivors, key=lambda s: s["first"]["entered_at"])["first"]
+    # Raised on the verdict, before its own timeout (about half of it is left).
+    assert later["raised_at"] - later["entered_at"] < BARRIER_TIMEOUT, found.survivors
+    exits = {rank: (e["status"], e["killed_at_limit"]) for rank, e in found.exits.items()}
+    assert exits == {0: (0, False), 1: (1, False), 2: (0, False)}, exits
 
 
 @pytest.mark.parametrize("when", ["before", "waiting", "inside"])

@@ -26,7 +26,7 @@ pytestmark = [
 WORKERS = Path(__file__).resolve().parent / "workers"
 TIMEOUT = timedelta(seconds=10)
 PEER_TIMEOUT = timedelta(seconds=5)
-PROMPT = 1.0
+PROMPT = 2.5  # seconds: half the peer timeout; waiting for a peer would take all of it
 
 
 class StoppedBeforeNetworkError(Exception):

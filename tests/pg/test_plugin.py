@@ -1,11 +1,12 @@
 """helios-pg's pytest plugin, run on users' tests through pytester in fresh pytest processes.
 
 One session runs a file of every kind of ranks test (passing on 1, 2 and 3 ranks,
-parametrized, failing, hanging, skipped, xfailed, with a fixture that cannot be sent),
-on fresh ranks and on reused ones, and leaves no process or temporary file behind;
-another shows that loading the plugin imports no torch; a third runs under
-pytest-xdist with four workers. The reused-ranks session and the xdist one are
-``slow`` (they run in CI's launchers step).
+parametrized, failing by an exception and by an assert, hanging, skipped, xfailed, with
+a fixture that cannot be sent, with a group timeout of its own, with warning filters,
+with a bad marker), on fresh ranks and on reused ones, and leaves no process or
+temporary file behind; another shows that loading the plugin imports no torch; a third
+runs under pytest-xdist with four workers. The reused-ranks session and the xdist one
+are ``slow`` (they run in CI's launchers step).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from tests.support.procs import plain_environment
 EVERY_KIND = """
 import os
 import time
+import warnings
 
+import helios_env
 import pytest
 import torch
 import torch.distributed as dist
@@ -40,6 +43,43 @@ def test_two_ranks(dist_info):
     x = torch.tensor([float(dist_info.rank + 1)])
     dist.all_reduce(x)
     assert x.item() == 3.0
+    # The default: gloo on the CPU, with CUDA hidden, on any machine.
+    assert dist.get_backend() == "gloo"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    # pytest runs as the one task of an srun step: the ranks still know who they are.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert helios_env.get_dist_info() == dist_info
+        assert helios_env.get_global_rank() == dist_info.rank
+
+
+@pytest.mark.ranks(2, timeout=30, group_timeout=1)
+def test_a_skipped_collective_fails_at_the_group_timeout(dist_info, tmp_path):
+    raised = tmp_path / "rank-0-raised"
+    if dist_info.rank == 1:
+        # Never joins the all-reduce, and stays alive until rank 0 has raised (or for
+        # 20 s): rank 0 must give up at the group's timeout, not on a closed connection.
+        deadline = time.monotonic() + 20
+        while not raised.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="[Tt]imed out"):
+        dist.all_reduce(torch.ones(1))
+    raised.touch()
+    assert time.monotonic() - start < 15
+
+
+@pytest.mark.ranks(2)
+@pytest.mark.filterwarnings("error::UserWarning")
+def test_warning_filters_apply_in_the_ranks(dist_info):
+    with pytest.raises(UserWarning):
+        warnings.warn("careful", UserWarning, stacklevel=1)
+
+
+@pytest.mark.ranks(2, timeout="soon")
+def test_with_a_bad_marker(dist_info):
+    pass
 
 
 @pytest.mark.ranks(3)
@@ -70,6 +110,13 @@ def test_rank_two_fails(dist_info):
     if dist_info.rank == 2:
         raise ValueError("rank two is unhappy")
     dist.barrier()  # the others wait here until they are stopped
+
+
+@pytest.mark.ranks(2)
+def test_an_assert_explains_itself(dist_info):
+    x = torch.tensor([1.0])
+    dist.all_reduce(x)
+    assert x.item() == 3.0
 
 
 @pytest.mark.ranks(3)
@@ -123,6 +170,21 @@ def test_with_an_unsendable_fixture(unsendable):
 """
 
 
+# pytest started as the single task of an srun step (`srun -n 1 pytest`).
+SRUN_ONE_TASK = {
+    "SLURM_JOB_ID": "7",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+    "SLURM_NTASKS": "1",
+    "SLURM_STEP_NUM_TASKS": "1",
+    "SLURM_STEP_NUM_NODES": "1",
+    "SLURM_STEP_TASKS_PER_NODE": "1",
+    "SLURM_STEP_NODELIST": "localhost",
+}
+
+
 def leftovers(marker: str) -> list[int]:
     """Processes alive whose environment carries ``marker``."""
     found = []
@@ -141,17 +203,22 @@ def leftovers(marker: str) -> list[int]:
 def session_env(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, str]]:
-    """A plain environment with its own temporary directory and a marker to find processes.
+    """A plain environment with its own temporary directory and a marker to find processes,
+    inside a one-task srun step (as ``srun -n 1 pytest`` leaves it).
 
     The directory is short: multiprocessing's forkserver puts a socket there, and a
     socket's path must stay under about 100 bytes.
     """
     scratch = Path(tempfile.mkdtemp(prefix="hp-", dir="/tmp"))
-    env = plain_environment(os.environ) | {
-        "TMPDIR": str(scratch),
-        "HELIOS_PLUGIN_TEST": uuid.uuid4().hex,
-        "GLOO_SOCKET_IFNAME": "lo",
-    }
+    env = (
+        plain_environment(os.environ)
+        | SRUN_ONE_TASK
+        | {
+            "TMPDIR": str(scratch),
+            "HELIOS_PLUGIN_TEST": uuid.uuid4().hex,
+            "GLOO_SOCKET_IFNAME": "lo",
+        }
+    )
     for name in list(os.environ):
         monkeypatch.delenv(name)
     for name, value in env.items():
@@ -175,11 +242,13 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", *mode, timeout=240)
 
     # The tests after a failure and after a hang pass: nothing leaks into the next test.
-    result.assert_outcomes(passed=8, failed=3, skipped=1, xfailed=2)
+    result.assert_outcomes(passed=10, failed=5, skipped=1, xfailed=2)
     text = result.stdout.str()
     # The failing rank, by number, with its traceback and its output; the others stopped.
     result.stdout.fnmatch_lines(["*rank 2 of 3 failed:*", "*ValueError: rank two is unhappy*"])
     assert "output of rank 2" in text
+    # A failing assert is explained as pytest explains it in a plain test.
+    result.stdout.fnmatch_lines(["*rank ? of 2 failed:*", "*AssertionError: assert 2.0 == 3.0*"])
     assert "test_kinds.py" in text
     # The hang: every rank's stack, the hung rank inside the test's sleep.
     result.stdout.fnmatch_lines(
@@ -191,6 +260,9 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
         ]
     )
     result.stdout.fnmatch_lines(["*fixture 'unsendable' (function) cannot be sent to the ranks*"])
+    result.stdout.fnmatch_lines(
+        ["*ranks(timeout='soon') is not a positive, finite number of seconds; the marker is*"]
+    )
     result.stdout.fnmatch_lines(["*SKIPPED*rank ?: no GPU here*"])
     # Nothing left behind: no process of the session, no temporary file.
     assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []

@@ -16,6 +16,9 @@ A scenario (a JSON object) has an ``id``, a ``kind`` and what the kind needs:
   ``op`` itself, while one survivor waits there with it and the last one has not arrived
   yet (it comes 1 s after the barrier). Rank 0 hosts the store: its death takes the store
   away too. A survivor whose ``op`` completed calls ``all_reduce_tensors`` once more.
+  Optional: ``entry_delays`` (seconds, by rank), added to each survivor's wait before
+  ``op`` (``before`` only); ``abandon`` (true), each survivor exits right after its first
+  call, without ``helios_pg.shutdown()``, as a program ended by the error would.
 - ``skip``: the last rank skips ``op`` but stays alive past the group timeout.
 - ``mismatch``: rank 1 disagrees with the others on ``field`` (see :func:`mismatched_call`).
 
@@ -275,7 +278,8 @@ def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> N
         if rank == dying:
             _dying_rank(scenario, rank, call)
         if when == "before":
-            time.sleep(BEFORE_GAP)
+            delays = scenario.get("entry_delays") or [0.0] * world
+            time.sleep(BEFORE_GAP + delays[rank])
         elif when == "inside" and rank == [r for r in range(world) if r != dying][-1]:
             time.sleep(LATE_ENTRY)
     elif kind == "skip" and rank == world - 1:
@@ -287,6 +291,9 @@ def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> N
     elif kind == "mismatch":
         role = "caller"
     first = attempt(call)
+    if scenario.get("abandon"):
+        report(scenario=scenario["id"], rank=rank, role=role, first=first, follow_up=None)
+        return
     follow_up = None
     if kind == "death" and not first["raised"]:
         follow_up = attempt(lambda: all_reduce_tensors(torch.ones(2)))

@@ -37,7 +37,6 @@ __all__ = [
     "TOOLS",
     "Cluster",
     "ClusterError",
-    "launchers_available",
     "missing_tools",
     "private_cluster",
     "require",
@@ -84,11 +83,6 @@ def _unusable(names: Sequence[str]) -> str | None:
     if "slurm" in (names or tuple(TOOLS)) and os.geteuid() != 0:
         return "the private SLURM cluster runs slurmd as root; run the tests as root"
     return None
-
-
-def launchers_available(*names: str) -> bool:
-    """Whether the launchers ``names`` (all of :data:`TOOLS` if none) can run here."""
-    return _unusable(names) is None
 
 
 def require(*names: str) -> None:

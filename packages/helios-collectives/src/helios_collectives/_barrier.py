@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import time
 import weakref
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +32,8 @@ _CUDA: bool | None = None
 _NCCL: weakref.WeakKeyDictionary[dist.ProcessGroup, bool] = weakref.WeakKeyDictionary()
 _KEY_PREFIX = "helios_collectives/barrier"
 _MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
+_GAVE_UP = 1 << 40  # added to a barrier's arrival count once a rank has timed out
+_MAX_READ_WAIT = 5.0  # seconds a rank that timed out waits for the others to read why
 
 
 def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
@@ -138,17 +143,76 @@ def _missing(store: Store, ranks: list[int], keys: list[str]) -> tuple[int, ...]
     return tuple(rank for rank, key in zip(ranks, keys, strict=True) if not store.check([key]))
 
 
+@dataclass(frozen=True)
+class _Verdict:
+    """What the first rank to time out found: the ranks whose keys were missing."""
+
+    missing: tuple[int, ...]
+    timeout: timedelta  # that rank's timeout
+
+
+def _give_up(store: Store, base: str, ranks: list[int], limit: timedelta) -> int:
+    # The count decides the outcome. A rank that times out adds _GAVE_UP to it, so no
+    # rank can see the count met after that. The first to do so then reads whose keys
+    # are missing: every rank that counted itself in before has its key set, and every
+    # later one sees _GAVE_UP and reads this verdict. It is recorded even when nobody
+    # is missing (the count was met meanwhile), so that every rank learns it.
+    jumped = store.add(f"{base}/count", _GAVE_UP)
+    before = jumped - _GAVE_UP
+    if before < _GAVE_UP:
+        keys = [f"{base}/{rank}" for rank in ranks]
+        missing = () if before >= len(ranks) else _missing(store, ranks, keys)
+        record = {"missing": list(missing), "timeout": limit.total_seconds()}
+        store.set(f"{base}/verdict", json.dumps(record))
+    return jumped
+
+
+def _read_verdict(store: Store, base: str, ranks: list[int], limit: timedelta) -> _Verdict:
+    key = f"{base}/verdict"
+    wait = min(limit.total_seconds(), _MAX_READ_WAIT)
+    deadline = time.monotonic() + wait
+    while not store.check([key]):
+        if time.monotonic() >= deadline:
+            # The rank that gave up first died before recording what it found: look
+            # at the keys now.
+            keys = [f"{base}/{rank}" for rank in ranks]
+            return _Verdict(_missing(store, ranks, keys), limit)
+        time.sleep(_MAX_POLL)
+    record = json.loads(store.get(key))
+    return _Verdict(tuple(record["missing"]), timedelta(seconds=record["timeout"]))
+
+
+def _acknowledge(store: Store, base: str, waiting: int, limit: timedelta) -> None:
+    # Each rank that raises says it has read the verdict, and stays until all of them
+    # have (bounded): the rank whose process hosts the store (rank 0 of a hand-started
+    # job) would otherwise take the store away, if it exits on the error, from ranks
+    # that have yet to read it. The verdict is known by now, so losing the store here
+    # changes nothing.
+    read_key = f"{base}/read"
+    deadline = time.monotonic() + min(limit.total_seconds(), _MAX_READ_WAIT)
+    with contextlib.suppress(dist.DistError):
+        done = store.add(read_key, 1)
+        while done < waiting and time.monotonic() < deadline:
+            time.sleep(_MAX_POLL)
+            done = store.add(read_key, 0)
+
+
 def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = None) -> None:
     """Wait for every process in the group, and name the ranks that do not come in time.
 
     The ranks meet in the default group's key-value store, not in a collective: each
     rank sets a key of its own for this barrier (barriers are numbered per group),
     counts itself in, and polls the count until every rank is in. Nothing runs on
-    the backend, so it works alike on gloo and nccl, a rank that never arrives leaves
-    the group usable, and on timeout each rank that waited learns from the keys
-    exactly which ranks had not arrived. A rank that arrives late, after the others
-    gave up, passes at once. Without an initialized process group, or on a rank
-    outside ``group``, it returns at once.
+    the backend, so it works alike on gloo and nccl, and a rank that never arrives
+    leaves the group usable. The first rank whose timeout expires settles the outcome
+    in the store: from then on no rank can find the count met, and that rank records
+    exactly which ranks had not arrived. Every rank that had arrived raises with those
+    same ranks, even one whose own timeout has not expired yet, once all of them have
+    read them (a wait bounded by ``timeout`` and by 5 s): so a rank exiting on the
+    error, such as the one whose process hosts the store, cannot take the store from
+    the others before they know. A rank that arrives late, after the others gave up,
+    passes at once, so the next barrier still meets. Without an initialized process
+    group, or on a rank outside ``group``, it returns at once.
 
     Every rank must make the same sequence of ``barrier`` calls on a group.
 
@@ -158,14 +222,27 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
         group: Process group to synchronize; None selects the default group.
 
     Raises:
-        BarrierTimeoutError: Some ranks had not arrived when ``timeout`` expired; its
-            ``missing_ranks`` lists their global ranks (a ``RuntimeError``).
+        BarrierTimeoutError: Some ranks had not arrived when the timeout of the first
+            rank to give up expired; its ``missing_ranks`` lists their global ranks, and
+            its ``timeout`` is that rank's timeout (a ``RuntimeError``).
         BarrierError: The store could not be reached, as when the process that hosts
             it (rank 0 of a hand-started job, or torchrun's agent) died (a
             ``RuntimeError``).
         TypeError: ``timeout`` is not a timedelta or number, or ``group`` is not a
             process group.
         ValueError: ``timeout`` is not positive and finite.
+
+    Example::
+
+        from helios_collectives import BarrierTimeoutError, barrier
+        from helios_pg import process_group
+
+        with process_group():
+            try:
+                barrier(timeout=60.0)
+            except BarrierTimeoutError as exc:
+                print(f"ranks {exc.missing_ranks} did not arrive within 60 s")
+                raise
     """
     limit = _as_timedelta(timeout)
     if not (_AVAILABLE and dist.is_initialized()):
@@ -183,29 +260,37 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     _BARRIERS[group] = number
     try:
         prefix = _session_prefix(store, group, len(ranks))
-        keys = [f"{prefix}/{number}/{rank}" for rank in ranks]
-        count_key = f"{prefix}/{number}/count"
+        base = f"{prefix}/{number}"
+        count_key = f"{base}/count"
         # Poll rather than store.wait(): a TCPStore client whose wait timed out can
         # be left unusable ("Broken pipe") for the next barrier.
-        store.set(f"{prefix}/{number}/{me}", "1")
+        store.set(f"{base}/{me}", "1")
         arrived = store.add(count_key, 1)
         delay = 0.0002
         while arrived < len(ranks):
             left = deadline - time.monotonic()
             if left <= 0:
-                missing = _missing(store, ranks, keys)
-                if missing:
-                    raise _timeout_error(missing, len(ranks), limit, number, group)
+                arrived = _give_up(store, base, ranks, limit)
                 break
             time.sleep(min(delay, left))
             delay = min(delay * 2, _MAX_POLL)
             arrived = store.add(count_key, 0)
+        if arrived >= _GAVE_UP:
+            verdict = _read_verdict(store, base, ranks, limit)
+            if me in verdict.missing:
+                # This rank came after the others gave up: it passes, so the next
+                # barrier still meets.
+                return
+            if verdict.missing:
+                _acknowledge(store, base, len(ranks) - len(verdict.missing), limit)
+                raise _timeout_error(verdict, len(ranks), number, group)
         if number > 1:
-            # Every rank has left the previous barrier (each counted itself into this
-            # one after that), so its keys can go and the store stays small.
+            # Every rank has counted itself into this barrier, so every rank has left
+            # the previous one: its keys can go and the store stays small.
             store.delete_key(f"{prefix}/{number - 1}/{me}")
             if me == ranks[0]:
-                store.delete_key(f"{prefix}/{number - 1}/count")
+                for name in ("count", "verdict", "read"):
+                    store.delete_key(f"{prefix}/{number - 1}/{name}")
     except dist.DistError as exc:  # DistStoreError, DistNetworkError: the store is gone
         message = (
             "barrier: the rendezvous store is unreachable (the process that hosts it, rank 0 "
@@ -215,13 +300,14 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
 
 
 def _timeout_error(
-    missing: tuple[int, ...], size: int, limit: timedelta, number: int, group: dist.ProcessGroup
+    verdict: _Verdict, size: int, number: int, group: dist.ProcessGroup
 ) -> BarrierTimeoutError:
+    missing = verdict.missing
     label = "rank" if len(missing) == 1 else "ranks"
     message = (
         f"barrier: {label} {', '.join(str(r) for r in missing)} of {size} did not arrive "
-        f"within {limit.total_seconds():g} s (barrier #{number} on group "
+        f"within {verdict.timeout.total_seconds():g} s (barrier #{number} on group "
         f"{group.group_name!r}); check that every rank reaches this barrier, or raise the "
         "timeout"
     )
-    return BarrierTimeoutError(message, missing_ranks=missing, timeout=limit)
+    return BarrierTimeoutError(message, missing_ranks=missing, timeout=verdict.timeout)

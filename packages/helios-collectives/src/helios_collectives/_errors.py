@@ -96,7 +96,7 @@ class BarrierTimeoutError(BarrierError):
 
     Attributes:
         missing_ranks: Global ranks that had not arrived when the timeout expired.
-        timeout: The timeout that expired.
+        timeout: The timeout that expired: that of the first rank to give up.
     """
 
     def __init__(self, message: str, *, missing_ranks: tuple[int, ...], timeout: timedelta) -> None:

@@ -103,6 +103,17 @@ def gather_into_tensor(
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or ``size`` is not a tuple of ints.
         ValueError: ``size`` holds a negative number.
+
+    Example::
+
+        import torch
+        from helios_collectives import gather_into_tensor
+        from helios_pg import local_device, process_group
+
+        with process_group() as info:
+            mine = torch.full((2, 3), float(info.rank), device=local_device())
+            rows = gather_into_tensor(mine, (info.world_size * 2, 3))  # rank 0's rows first
+            stacked = gather_into_tensor(mine, (info.world_size, 2, 3))  # stacked[r]: rank r's
     """
     tensor = check_tensor(tensor, "tensor")
     shape = _check_size(size)
@@ -170,6 +181,17 @@ def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = Non
             the ranks are not all in this call (a ``ValueError``, raised on every
             rank).
         TypeError: ``tensor`` is not a tensor.
+
+    Example::
+
+        import torch
+        from helios_collectives import gather_uneven
+        from helios_pg import local_device, process_group
+
+        with process_group() as info:
+            mine = torch.ones(info.rank + 1, 4, device=local_device())  # rank r: r + 1 rows
+            result = gather_uneven(mine)  # result.sizes == (1, 2, ..., world_size)
+            per_rank = result.split()  # each rank's rows again, in rank order
     """
     tensor = check_tensor(tensor, "tensor")
     pg = require_group("gather_uneven", group)

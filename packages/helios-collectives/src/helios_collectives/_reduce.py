@@ -154,6 +154,17 @@ def all_reduce_tensors(
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or list of tensors, or an unknown
             keyword argument was given.
+
+    Example::
+
+        import torch
+        from helios_collectives import all_reduce_tensors
+        from helios_pg import local_device, process_group
+
+        with process_group():
+            loss = torch.tensor(0.25, device=local_device())
+            counts = torch.tensor([3.0, 5.0], device=local_device())
+            totals = all_reduce_tensors([loss, counts])  # one collective: [loss, *counts]
     """
     if (
         not kwargs

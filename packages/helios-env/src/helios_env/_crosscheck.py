@@ -58,7 +58,7 @@ def _check_torchrun(get: Getter, outer_size: str) -> None:
         f"it ({pair}); if this is not an elastic run, some agents are waiting or belong to "
         f"another job. Set {FORCE_VARIABLE}=torchrun to silence this warning"
     )
-    warnings.warn(message, LauncherEnvWarning, stacklevel=4)
+    warnings.warn(message, LauncherEnvWarning, stacklevel=5)
 
 
 def _check_hand_set(get: Getter, outer_rank: str, outer_size: str) -> None:
@@ -85,7 +85,7 @@ def _check_hand_set(get: Getter, outer_rank: str, outer_size: str) -> None:
         f"using RANK and WORLD_SIZE. Set {FORCE_VARIABLE}=env to use them without this "
         f"warning, or {FORCE_VARIABLE}=slurm or mpi to use the launcher's ranks"
     )
-    warnings.warn(message, LauncherEnvWarning, stacklevel=4)
+    warnings.warn(message, LauncherEnvWarning, stacklevel=5)
 
 
 def _check_kubeflow(get: Getter) -> None:

@@ -49,7 +49,7 @@ class Launcher(str, enum.Enum):
     """The launcher that set this process's rank variables."""
 
     NONE = "none"
-    """A plain process: no rank variables are set (an sbatch script itself, too)."""
+    """A plain process, with no rank variables set (an sbatch script itself, too)."""
     TORCHRUN = "torchrun"
     """torchrun (torch elastic), with any rendezvous."""
     ENVIRONMENT = "environment"

@@ -194,6 +194,13 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     Raises:
         LauncherEnvError: A launcher variable is malformed or inconsistent; the message
             names the variable and its value.
+
+    Example:
+        >>> from helios_env import inspect_environment
+        >>> env = {"RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "node01", "MASTER_PORT": "29500"}
+        >>> report = inspect_environment(env)
+        >>> report.info.rank, report.sources["rank"], report.rendezvous
+        (1, 'RANK', 'node01:29500')
     """
     get = getter_for(environ)
     info, sources, launcher, live = _resolve(get, live_group())
@@ -256,6 +263,12 @@ def get_dist_info() -> DistributedInfo:
         LauncherEnvWarning: Hand-set ``RANK``/``WORLD_SIZE`` describe another job than
             the srun step or MPI job around them (a program that starts its own
             processes); they are used.
+
+    Example:
+        >>> from helios_env import get_dist_info
+        >>> info = get_dist_info()  # a plain process, started without a launcher
+        >>> info.rank, info.world_size, info.is_main_process
+        (0, 1, True)
     """
     _master(environ_get)
     return _resolve(environ_get, live_group())[0]

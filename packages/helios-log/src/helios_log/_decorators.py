@@ -49,6 +49,8 @@ def on_global_rank(rank: int = 0) -> Callable[[Callable[P, R]], Callable[P, R | 
 
     Example::
 
+        from helios_log import on_global_rank
+
         @on_global_rank()
         def save_checkpoint(path: str) -> int: ...
 
@@ -81,8 +83,12 @@ def on_local_rank(rank: int = 0) -> Callable[[Callable[P, R]], Callable[P, R | N
 
     Example::
 
+        from helios_log import on_local_rank
+
         @on_local_rank()
         def download_dataset(root: str) -> None: ...
+
+        download_dataset("data/")  # once per node: on local rank 0
 
     Args:
         rank: The rank on each node that runs the function. Defaults to 0.

@@ -58,6 +58,9 @@ class RankFilter(logging.Filter):
 
     Example::
 
+        import logging
+        from helios_log import RankFilter
+
         handler = logging.StreamHandler()
         handler.addFilter(RankFilter(0, all_ranks_level=logging.WARNING))
 
@@ -132,6 +135,9 @@ class RankFieldsFilter(logging.Filter):
     process group exists. Attach it to the handler whose formatter uses the fields.
 
     Example::
+
+        import logging
+        from helios_log import RankFieldsFilter
 
         handler = logging.StreamHandler()
         handler.addFilter(RankFieldsFilter())

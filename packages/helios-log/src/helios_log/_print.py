@@ -84,6 +84,12 @@ def global_print(
         TypeError: ``global_rank`` is not an ``int``.
         ValueError: ``global_rank`` is negative.
         helios_env.LauncherEnvError: A launcher variable such as ``RANK`` is malformed.
+
+    Example:
+        >>> from helios_log import global_print
+        >>> global_print("starting")  # a plain process is rank 0
+        starting
+        >>> global_print("rank 1 here", global_rank=1)  # no rank 1: prints nothing
     """
     if type(global_rank) is not int or global_rank < 0:
         check_rank(global_rank, "global_rank")  # raises, naming the bad value

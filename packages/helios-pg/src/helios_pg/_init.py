@@ -111,9 +111,9 @@ def _connect_env(
     wait = timeout if timeout is not None else default_timeout(backend)
     try:
         return open_store(meeting, rank, world_size, wait)
+    except (ProcessGroupInitError, RendezvousConfigError):
+        raise  # already says what went wrong
     except (RuntimeError, ValueError, TimeoutError) as exc:
-        if isinstance(exc, (ProcessGroupInitError, RendezvousConfigError)):
-            raise
         joined: int | None = None
         cause: BaseException = exc
         if isinstance(exc, JoinTimeoutError):
@@ -187,6 +187,18 @@ def init(
         ProcessGroupInitError: torch.distributed is unavailable, the rendezvous port is
             taken, the store serves another job, or PyTorch could not create the group
             (a ``RuntimeError``; the cause is chained).
+
+    Example::
+
+        import torch
+        import torch.distributed as dist
+        from helios_pg import init, local_device, shutdown
+
+        init()  # `python train.py`: gloo (nccl with CUDA) on a local store, no port
+        try:
+            dist.all_reduce(torch.ones(3, device=local_device()))
+        finally:
+            shutdown()
     """
     _require_distributed()
     report = inspect_environment()
@@ -312,6 +324,12 @@ def process_group(
 
     Yields:
         The ``DistributedInfo`` of this process, read from the live group.
+
+    Example:
+        >>> from helios_pg import process_group
+        >>> with process_group() as info:  # a plain process: a group of one
+        ...     print(info.rank, info.world_size)
+        0 1
     """
     existed = dist.is_available() and dist.is_initialized()
     init(

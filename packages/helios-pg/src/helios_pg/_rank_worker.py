@@ -8,17 +8,21 @@ deadline. The outcome goes back over a pipe as a small tuple of strings.
 
 from __future__ import annotations
 
+import ast
 import faulthandler
 import importlib
+import importlib.util
 import os
 import pickle
 import signal
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = ["DIST_INFO", "RankJob", "main", "run", "serve"]
@@ -38,10 +42,14 @@ class RankJob:
     wants_dist_info: bool
     world_size: int
     directory: str
-    backend: str | None
-    timeout: float
+    backend: str
+    group_timeout: float
+    """The process group's timeout, in seconds."""
     sys_path: list[str]
     environ: dict[str, str]
+    warning_filters: tuple[tuple[str, bool], ...]
+    """pytest's warning filters for the test, in the order pytest applies them: the ini
+    file's, then ``-W``'s (escaped), then the test's ``filterwarnings`` marks."""
 
 
 def _outcome(exc: BaseException) -> tuple[str, str]:
@@ -66,8 +74,46 @@ def _redirect(directory: Path, rank: int) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 
+def _apply_warning_filters(filters: tuple[tuple[str, bool], ...]) -> None:
+    """Filter warnings as pytest does around a test, so ``filterwarnings`` works here."""
+    from _pytest.config import parse_warning_filter
+
+    if not sys.warnoptions:
+        warnings.filterwarnings("always", category=DeprecationWarning)
+        warnings.filterwarnings("always", category=PendingDeprecationWarning)
+    for arg, escape in filters:
+        warnings.filterwarnings(*parse_warning_filter(arg, escape=escape))
+
+
+def _import_test_module(name: str) -> ModuleType:
+    """Import the test's module with pytest's assertion rewriting, as pytest imports it.
+
+    A failing ``assert`` then explains itself (``assert 2.0 == 3.0``, with the values of
+    its parts) in the rank's traceback, as in a plain test.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return importlib.import_module(name)
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    source = Path(spec.origin).read_bytes()
+    tree = ast.parse(source, filename=spec.origin)
+    rewrite_asserts(tree, source, spec.origin)
+    code = compile(tree, spec.origin, "exec", dont_inherit=True)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - the test module's own code, rewritten
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def _function(job: RankJob) -> Any:
-    module = importlib.import_module(job.module)
+    module = _import_test_module(job.module)
     if job.cls is None:
         return getattr(module, job.function)
     return getattr(getattr(module, job.cls)(), job.function)
@@ -93,6 +139,9 @@ def run(rank: int, job: RankJob) -> tuple[str, str]:
     rank_variables = {"RANK": rank, "WORLD_SIZE": job.world_size, "LOCAL_RANK": rank}
     os.environ.update({name: str(value) for name, value in rank_variables.items()})
     os.environ["LOCAL_WORLD_SIZE"] = str(job.world_size)
+    # These variables describe the rank, whatever launcher started pytest (srun -n 1
+    # pytest leaves SLURM_PROCID and friends describing one task).
+    os.environ["HELIOS_LAUNCHER"] = "env"
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     sys.path[:] = job.sys_path
     result: tuple[str, str]
@@ -108,12 +157,14 @@ def run(rank: int, job: RankJob) -> tuple[str, str]:
             store=store,
             rank=rank,
             world_size=job.world_size,
-            timeout=timedelta(seconds=job.timeout),
+            timeout=timedelta(seconds=job.group_timeout),
         )
         arguments: dict[str, Any] = pickle.loads(job.arguments)  # noqa: S301
         if job.wants_dist_info:
             arguments[DIST_INFO] = get_dist_info()
-        _function(job)(**arguments)
+        with warnings.catch_warnings():
+            _apply_warning_filters(job.warning_filters)
+            _function(job)(**arguments)
         helios_pg.shutdown()
         result = ("passed", "")
     except BaseException as exc:

@@ -12,6 +12,7 @@ passing test serve the next test of the same size, each test on a group of its o
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
 import os
 import pickle
@@ -20,10 +21,12 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -32,6 +35,7 @@ from helios_pg._rank_worker import DIST_INFO, RankJob, main, serve
 __all__ = ["DEFAULT_TIMEOUT", "close_pools", "run_on_ranks"]
 
 DEFAULT_TIMEOUT = 60.0
+_SIGNATURE = "timeout=60.0, group_timeout=None, backend=None"
 _STACK_WAIT = 1.0
 # pytest too: every rank imports the parent's main module (pytest) and the test module.
 _PRELOAD = ["torch", "torch.distributed", "pytest", "helios_pg._init", "helios_pg._rank_worker"]
@@ -48,36 +52,68 @@ def _forkserver() -> ForkServerContext:
     return _context
 
 
-def _spec(marker: pytest.Mark) -> tuple[int, float, str | None]:
-    if len(marker.args) != 1 or not isinstance(marker.args[0], int) or marker.args[0] < 1:
-        message = f"ranks(n) needs one positive integer, got ranks{marker.args!r}"
-        raise pytest.UsageError(message)
-    unknown = set(marker.kwargs) - {"timeout", "backend"}
+@dataclass(frozen=True)
+class _Spec:
+    world_size: int
+    timeout: float
+    group_timeout: float
+    backend: str | None
+
+
+def _bad_marker(message: str) -> NoReturn:
+    pytest.fail(f"{message}; the marker is ranks(n, *, {_SIGNATURE})", pytrace=False)
+
+
+def _seconds(marker: pytest.Mark, name: str, default: float) -> float:
+    value = marker.kwargs.get(name)
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        _bad_marker(f"ranks({name}={value!r}) is not a positive, finite number of seconds")
+    return float(value)
+
+
+def _spec(marker: pytest.Mark) -> _Spec:
+    if len(marker.args) != 1 or isinstance(marker.args[0], bool):
+        _bad_marker(f"ranks{marker.args!r} does not name one number of ranks")
+    world_size = marker.args[0]
+    if not isinstance(world_size, int) or world_size < 1:
+        _bad_marker(f"ranks({world_size!r}) is not a positive number of ranks")
+    unknown = sorted(set(marker.kwargs) - {"timeout", "group_timeout", "backend"})
     if unknown:
-        message = f"ranks() takes timeout= and backend=, got {sorted(unknown)}"
-        raise pytest.UsageError(message)
-    timeout = float(marker.kwargs.get("timeout", DEFAULT_TIMEOUT))
+        _bad_marker(f"ranks() got unknown arguments {unknown}")
+    timeout = _seconds(marker, "timeout", DEFAULT_TIMEOUT)
+    group_timeout = _seconds(marker, "group_timeout", timeout)
     backend = marker.kwargs.get("backend")
-    return marker.args[0], timeout, backend
+    if backend is not None and (not isinstance(backend, str) or not backend):
+        _bad_marker(f"ranks(backend={backend!r}) is not a backend name such as 'nccl'")
+    return _Spec(world_size, timeout, group_timeout, backend)
 
 
 def _arguments(item: pytest.Function) -> tuple[bytes, bool]:
     names = item._fixtureinfo.argnames
     values = {name: item.funcargs[name] for name in names if name != DIST_INFO}
+    try:
+        return pickle.dumps(values), DIST_INFO in names
+    except Exception as exc:  # pickle raises many types; find the fixture and name it
+        together = f"{type(exc).__name__}: {exc}"
     for name, value in values.items():
         try:
             pickle.dumps(value)
-        except Exception as exc:  # pickle raises many types: each is reported the same way
-            problem = f"{type(exc).__name__}: {exc}"
-        else:
-            continue
-        message = (
-            f"fixture {name!r} ({type(value).__name__}) cannot be sent to the ranks "
-            f"({problem}). A ranks test's fixtures are resolved in the pytest process and "
-            f"pickled to every rank; build this value inside the test instead"
-        )
-        pytest.fail(message, pytrace=False)
-    return pickle.dumps(values), DIST_INFO in names
+        except Exception as exc:
+            message = (
+                f"fixture {name!r} ({type(value).__name__}) cannot be sent to the ranks "
+                f"({type(exc).__name__}: {exc}). A ranks test's fixtures are resolved in the "
+                "pytest process and pickled to every rank; build this value inside the test "
+                "instead"
+            )
+            pytest.fail(message, pytrace=False)
+    pytest.fail(f"the fixtures cannot be sent to the ranks ({together})", pytrace=False)
 
 
 def _read(path: Path) -> str:
@@ -117,26 +153,31 @@ def _stacks(directory: Path, processes: list[BaseProcess]) -> str:
 
 
 def _job(
-    item: pytest.Function,
-    *,
-    world_size: int,
-    timeout: float,
-    backend: str | None,
-    directory: Path,
-    arguments: tuple[bytes, bool],
+    item: pytest.Function, spec: _Spec, *, directory: Path, arguments: tuple[bytes, bool]
 ) -> RankJob:
+    config = item.config
+    filters = [(arg, False) for arg in config.getini("filterwarnings")]
+    filters += [(arg, True) for arg in config.known_args_namespace.pythonwarnings or []]
+    filters += [
+        (arg, False) for mark in item.iter_markers(name="filterwarnings") for arg in mark.args
+    ]
+    environ = dict(os.environ)
+    if spec.backend is None:
+        # The default is gloo on the CPU on every machine, GPUs or not.
+        environ["CUDA_VISIBLE_DEVICES"] = ""
     return RankJob(
         module=item.module.__name__,
         cls=item.cls.__name__ if item.cls is not None else None,
         function=item.originalname,
         arguments=arguments[0],
         wants_dist_info=arguments[1],
-        world_size=world_size,
+        world_size=spec.world_size,
         directory=str(directory),
-        backend=backend,
-        timeout=timeout,
+        backend=spec.backend or "gloo",
+        group_timeout=spec.group_timeout,
         sys_path=list(sys.path),
-        environ=dict(os.environ),
+        environ=environ,
+        warning_filters=tuple(filters),
     )
 
 
@@ -174,7 +215,7 @@ class _Pool:
             conn.close()
 
 
-_pools: dict[int, _Pool] = {}
+_pools: dict[tuple[int, str | None], _Pool] = {}
 
 
 def close_pools() -> None:
@@ -192,37 +233,32 @@ def run_on_ranks(item: pytest.Function, marker: pytest.Mark, *, reuse: bool) -> 
         reuse: Run it on ranks kept from the previous test of the same size, each
             with a fresh group; any outcome but a pass discards them.
     """
-    world_size, timeout, backend = _spec(marker)
-    _check_backend(world_size, backend)
+    spec = _spec(marker)
+    _check_backend(spec.world_size, spec.backend)
     arguments = _arguments(item)  # before anything is created: it may fail the test
     directory = Path(tempfile.mkdtemp(prefix="helios-ranks-"))
     try:
-        job = _job(
-            item,
-            world_size=world_size,
-            timeout=timeout,
-            backend=backend,
-            directory=directory,
-            arguments=arguments,
-        )
+        job = _job(item, spec, directory=directory, arguments=arguments)
         if reuse:
-            _run_reused(job, directory, timeout)
+            _run_reused(job, directory, spec)
         else:
-            _run_fresh(job, directory, timeout)
+            _run_fresh(job, directory, spec.timeout)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run_reused(job: RankJob, directory: Path, timeout: float) -> None:
-    pool = _pools.pop(job.world_size, None) or _Pool(_forkserver(), job.world_size)
+def _run_reused(job: RankJob, directory: Path, spec: _Spec) -> None:
+    # Ranks that once ran nccl keep CUDA initialized: kept apart from the gloo ones.
+    key = (spec.world_size, spec.backend)
+    pool = _pools.pop(key, None) or _Pool(_forkserver(), spec.world_size)
     for conn in pool.conns:
         conn.send(job)
     try:
-        _collect(directory, pool.processes, dict(pool.conns), timeout)
+        _collect(directory, pool.processes, dict(pool.conns), spec.timeout)
     except BaseException:
         pool.close()
         raise
-    _pools[job.world_size] = pool
+    _pools[key] = pool
 
 
 def _run_fresh(job: RankJob, directory: Path, timeout: float) -> None:

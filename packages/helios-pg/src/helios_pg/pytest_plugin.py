@@ -6,31 +6,46 @@ imported when a test marked ``ranks`` runs.
 
 .. code-block:: python
 
+    import pytest
+    import torch
+    import torch.distributed as dist
+
+
     @pytest.mark.ranks(3)
     def test_sum(dist_info):
         x = torch.tensor([float(dist_info.rank)])
         dist.all_reduce(x)
         assert x.item() == 3.0
 
-Marker: ``ranks(n, *, timeout=60.0, backend=None)``. Each of the ``n`` ranks is a
-process started from a forkserver with torch already imported; its default group is
-formed by :func:`helios_pg.init` on a ``FileStore`` in a temporary directory (no port).
+Marker: ``ranks(n, *, timeout=60.0, group_timeout=None, backend=None)``. Each of the
+``n`` ranks is a process started from a forkserver with torch already imported; its
+default group is formed by :func:`helios_pg.init` on a ``FileStore`` in a temporary
+directory (no port), with ``group_timeout`` seconds as the group's timeout (``timeout``
+when omitted). The default backend is gloo with CUDA hidden from the ranks
+(``CUDA_VISIBLE_DEVICES`` empty), the same on every machine; ``backend="nccl"`` gives
+each rank the GPU of its rank and skips the test without one GPU per rank.
 The test's fixtures are resolved once, in the pytest process, and sent to every rank;
 ``dist_info`` is each rank's own :class:`helios_env.DistributedInfo`. A rank that fails
 fails the test with its number, traceback and output, and the other ranks are killed; a
 rank that is still running at ``timeout`` seconds has every rank's Python stack dumped
-into the report before all are killed. ``pytest.skip`` and ``pytest.xfail`` in a rank
-work as in a plain test. ``--ranks-reuse`` (or ``ranks_reuse = true`` in the ini file)
-keeps the ranks of a passing test for the next test of the same size, each test on a
-group of its own; a failure or hang discards them.
+into the report before all are killed; the test's module is imported in every rank with
+pytest's assertion rewriting, so a failing ``assert`` shows its values. ``pytest.skip``
+and ``pytest.xfail`` in a rank work as in a plain test, and pytest's warning filters
+(the ini file's ``filterwarnings``, ``-W``, the ``filterwarnings`` mark) apply to the
+test in every rank. ``--ranks-reuse`` (or ``ranks_reuse = true`` in the ini file) keeps the ranks of
+a passing test for the next test of the same size, each test on a group of its own; a
+failure or hang discards them.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from helios_env import DistributedInfo
 
 __all__ = [
     "dist_info",
@@ -57,13 +72,15 @@ def pytest_configure(config: pytest.Config) -> None:
     """Declare the ``ranks`` marker."""
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(n, *, timeout=60.0, backend=None): run the test on n ranks, each a "
-        "process in one process group formed by helios_pg.init (helios-pg's plugin)",
+        f"{MARKER}(n, *, timeout=60.0, group_timeout=None, backend=None): run the test on "
+        "n ranks, each a process in one process group formed by helios_pg.init, gloo on the "
+        "CPU unless backend= says otherwise; timeout= is the test's deadline, group_timeout= "
+        "the group's (helios-pg's plugin)",
     )
 
 
 @pytest.fixture
-def dist_info() -> Any:
+def dist_info() -> DistributedInfo:
     """This rank's ranks and sizes: in a ``ranks`` test, each rank gets its own.
 
     Outside a ``ranks`` test it is ``helios_env.get_dist_info()`` of the pytest process.
