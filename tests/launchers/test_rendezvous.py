@@ -113,7 +113,10 @@ def test_srun_of_torchrun_per_task_is_flagged(slurm_cluster: Cluster) -> None:
     errors = results(finished)
 
     assert finished.returncode != 0
-    assert len(errors) == 4, finished.describe()
+    # A task's torchrun stops its second worker once the first has failed, sometimes
+    # before that one has reported: each of the two tasks reports one or two errors.
+    assert {item.get("task") for item in errors} == {"0", "1"}, finished.describe()
+    assert 2 <= len(errors) <= 4, finished.describe()
     for item in errors:
         assert item["error"] == "LauncherEnvError"
         assert "GROUP_WORLD_SIZE='1'" in item["message"]

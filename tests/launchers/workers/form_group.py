@@ -2,10 +2,13 @@
 
 No ``MASTER_ADDR`` or ``MASTER_PORT`` is set by the test: the rendezvous is derived.
 Prints one ``RESULT`` line: the rank, the world size, the all-reduced sum of
-``rank + 1`` and the derived rendezvous; or the error ``init`` raised.
+``rank + 1`` and the derived rendezvous; or the error ``init`` raised, with the SLURM
+task it ran in (``SLURM_PROCID``, when set).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.distributed as dist
@@ -20,7 +23,7 @@ def main() -> int:
         environment = inspect_environment()
         helios_pg.init(backend="gloo", timeout=group_timeout())
     except (ValueError, RuntimeError) as exc:
-        report(error=type(exc).__name__, message=str(exc))
+        report(error=type(exc).__name__, message=str(exc), task=os.environ.get("SLURM_PROCID"))
         return 3
     try:
         info = get_dist_info()
