@@ -89,7 +89,9 @@ def test_a_wrong_result_on_one_rank_fails_the_run_and_names_the_rank(tmp_path: P
     result = tmp_path / "result.json"
     worker = Path(__file__).resolve().parent / "workers" / "wrong_result.py"
     args = [str(worker), "--no-bench", "--json", str(result)]
-    done = run_torchrun(args, nproc=2, extra_env={"HELIOS_TEST_WRONG_RANK": "1"}, limit=120)
+    # Rank 0 reports 3 s late: rank 1, which fails the run, waits for the report.
+    slow = {"HELIOS_TEST_WRONG_RANK": "1", "HELIOS_TEST_SLOW_REPORT": "3"}
+    done = run_torchrun(args, nproc=2, extra_env=slow, limit=120)
     assert done.returncode != 0
     data = json.loads(result.read_text())
     assert data["ok"] is False

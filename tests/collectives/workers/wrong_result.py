@@ -2,14 +2,18 @@
 
 Run under torchrun with the main job's arguments; ``HELIOS_TEST_WRONG_RANK`` names the
 rank whose ``gather_uneven`` result is corrupted, as a faulty transport or backend
-would. The main job must fail that check and name that rank.
+would. The main job must fail that check and name that rank. ``HELIOS_TEST_SLOW_REPORT``
+delays rank 0's report by that many seconds: the other ranks, which fail the run, must
+not exit (and have torchrun stop rank 0) before it is written.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -31,6 +35,15 @@ def corrupted(check: Check) -> Check:
     return wrong
 
 
+def slow(emit: Callable[..., None]) -> Callable[..., None]:
+    def late(*args: Any) -> None:
+        time.sleep(float(os.environ.get("HELIOS_TEST_SLOW_REPORT", "0")))
+        emit(*args)
+
+    return late
+
+
 if __name__ == "__main__":
+    cli._emit = slow(cli._emit)
     verify.CHECKS["gather_uneven"] = corrupted(verify.CHECKS["gather_uneven"])
     sys.exit(cli.main(sys.argv[1:]))

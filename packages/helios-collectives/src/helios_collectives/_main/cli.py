@@ -217,6 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sizes, device=device, iters=args.iters, warmup=args.warmup, progress=progress
             )
         passed = all(c.passed for c in checks)
-        if rank == 0:
-            _emit(args.json, report, bindings, checks, points)
+        try:
+            if rank == 0:
+                _emit(args.json, report, bindings, checks, points)
+        finally:
+            if not passed:
+                # Every rank has the same verdict. A rank that exits non-zero makes
+                # torchrun stop the others, so none leaves before rank 0 has reported.
+                dist.barrier()
         return EXIT_OK if passed else EXIT_CHECK_FAILED
