@@ -104,12 +104,26 @@ def test_parametrized(dist_info, base, factor, tmp_path):
     assert tmp_path.is_dir()
 
 
+class SlowToReport(ValueError):
+    def __str__(self):
+        time.sleep(1.0)  # formatting the traceback: rank 2's outcome is read last
+        return "rank two is unhappy"
+
+
 @pytest.mark.ranks(3)
-def test_rank_two_fails(dist_info):
+def test_rank_two_fails(dist_info, tmp_path):
     print(f"output of rank {dist_info.rank}")
     if dist_info.rank == 2:
-        raise ValueError("rank two is unhappy")
-    dist.barrier()  # the others wait here until they are stopped
+        (tmp_path / "rank-2-failed").touch()
+        raise SlowToReport()
+    # The others fail after rank 2, as a collective that lost its peer would, and
+    # their outcomes reach the parent first: the report must still name rank 2.
+    for _ in range(3000):
+        if (tmp_path / "rank-2-failed").exists():
+            break
+        time.sleep(0.01)
+    time.sleep(0.5)
+    raise RuntimeError(f"rank {dist_info.rank} lost rank 2")
 
 
 @pytest.mark.ranks(2)
@@ -245,8 +259,15 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     result.assert_outcomes(passed=10, failed=5, skipped=1, xfailed=2)
     text = result.stdout.str()
     # The failing rank, by number, with its traceback and its output; the others stopped.
-    result.stdout.fnmatch_lines(["*rank 2 of 3 failed:*", "*ValueError: rank two is unhappy*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*rank 2 of 3 failed:*",
+            "*SlowToReport: rank two is unhappy*",
+            "*rank(s) [[]*[]] failed after rank 2*",
+        ]
+    )
     assert "output of rank 2" in text
+    assert "lost rank 2" not in text
     # A failing assert is explained as pytest explains it in a plain test.
     result.stdout.fnmatch_lines(["*rank ? of 2 failed:*", "*AssertionError: assert 2.0 == 3.0*"])
     assert "test_kinds.py" in text

@@ -3,7 +3,7 @@
 Runs in a process started by the forkserver of :mod:`helios_pg._ranks`. Its stdout and
 stderr go to files the parent reads; ``SIGUSR1`` dumps every thread's Python stack to a
 file of its own (faulthandler), which the parent asks for when the test runs past its
-deadline. The outcome goes back over a pipe as a small tuple of strings.
+deadline. The outcome goes back over a pipe as an :class:`Outcome`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["DIST_INFO", "RankJob", "main", "run", "serve"]
 
@@ -52,17 +53,30 @@ class RankJob:
     file's, then ``-W``'s (escaped), then the test's ``filterwarnings`` marks."""
 
 
-def _outcome(exc: BaseException) -> tuple[str, str]:
+class Outcome(NamedTuple):
+    """How one rank's test ended, as sent to the parent."""
+
+    kind: str
+    """``passed``, ``failed``, ``skipped`` or ``xfailed``."""
+    text: str
+    """The traceback of a failure, the reason of a skip or xfail; empty for a pass."""
+    when: float
+    """``time.monotonic()`` when it ended (one clock for every process of a host), so
+    the parent can tell the first failure from the failures it caused in other ranks."""
+
+
+def _outcome(exc: BaseException) -> Outcome:
     import pytest
 
+    when = time.monotonic()
     if isinstance(exc, pytest.skip.Exception):
-        return "skipped", str(exc.msg)
+        return Outcome("skipped", str(exc.msg), when)
     if isinstance(exc, pytest.xfail.Exception):
-        return "xfailed", str(exc.msg)
+        return Outcome("xfailed", str(exc.msg), when)
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next  # from the test's own frame on, as pytest shows it
-    return "failed", "".join(traceback.format_exception(type(exc), exc, tb))
+    return Outcome("failed", "".join(traceback.format_exception(type(exc), exc, tb)), when)
 
 
 def _redirect(directory: Path, rank: int) -> None:
@@ -119,7 +133,7 @@ def _function(job: RankJob) -> Any:
     return getattr(getattr(module, job.cls)(), job.function)
 
 
-def run(rank: int, job: RankJob) -> tuple[str, str]:
+def run(rank: int, job: RankJob) -> Outcome:
     """Form this rank's group, run the test function on it, and say how it ended.
 
     Args:
@@ -127,8 +141,8 @@ def run(rank: int, job: RankJob) -> tuple[str, str]:
         job: The test and how to run it.
 
     Returns:
-        ``("passed", "")``, ``("failed", traceback)``, ``("skipped", reason)`` or
-        ``("xfailed", reason)``.
+        The outcome: passed, failed (with the traceback), skipped or xfailed (with the
+        reason).
     """
     directory = Path(job.directory)
     _redirect(directory, rank)
@@ -144,7 +158,7 @@ def run(rank: int, job: RankJob) -> tuple[str, str]:
     os.environ["HELIOS_LAUNCHER"] = "env"
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     sys.path[:] = job.sys_path
-    result: tuple[str, str]
+    result: Outcome
     try:
         from torch._C._distributed_c10d import FileStore
 
@@ -166,7 +180,7 @@ def run(rank: int, job: RankJob) -> tuple[str, str]:
             _apply_warning_filters(job.warning_filters)
             _function(job)(**arguments)
         helios_pg.shutdown()
-        result = ("passed", "")
+        result = Outcome("passed", "", time.monotonic())
     except BaseException as exc:
         result = _outcome(exc)
     sys.stdout.flush()
@@ -206,7 +220,7 @@ def serve(rank: int, conn: Connection) -> None:
             break
         result = run(rank, job)
         conn.send(result)
-        if result[0] != "passed":
+        if result.kind != "passed":
             break
     conn.close()
     os._exit(0)

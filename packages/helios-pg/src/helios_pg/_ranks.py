@@ -2,11 +2,12 @@
 
 Ranks are started from one forkserver per session whose process already imported
 torch and helios_pg, so a rank starts in milliseconds instead of importing torch. The
-parent waits on the ranks' pipes: the first failure kills the others at once; at the
-deadline every rank still running is asked for its Python stack (``SIGUSR1``), then
-all are killed. The temporary directory (store file, output, stacks) is removed after
-every test, also after a failure or a hang. With ``--ranks-reuse`` the ranks of a
-passing test serve the next test of the same size, each test on a group of its own.
+parent waits on the ranks' pipes: after a failure it reads the outcomes that follow it
+closely, names the rank that failed first and kills the others; at the deadline every
+rank still running is asked for its Python stack (``SIGUSR1``), then all are killed.
+The temporary directory (store file, output, stacks) is removed after every test, also
+after a failure or a hang. With ``--ranks-reuse`` the ranks of a passing test serve the
+next test of the same size, each test on a group of its own.
 """
 
 from __future__ import annotations
@@ -26,17 +27,20 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
-from helios_pg._rank_worker import DIST_INFO, RankJob, main, serve
+from helios_pg._rank_worker import DIST_INFO, Outcome, RankJob, main, serve
 
 __all__ = ["DEFAULT_TIMEOUT", "close_pools", "run_on_ranks"]
 
 DEFAULT_TIMEOUT = 60.0
 _SIGNATURE = "timeout=60.0, group_timeout=None, backend=None"
 _STACK_WAIT = 1.0
+# After a rank fails, the others' outcomes are read until none has come for this long,
+# so that the report names the rank that failed first.
+_SETTLE = 1.0
 # pytest too: every rank imports the parent's main module (pytest) and the test module.
 _PRELOAD = ["torch", "torch.distributed", "pytest", "helios_pg._init", "helios_pg._rank_worker"]
 _context: ForkServerContext | None = None
@@ -284,8 +288,8 @@ def _collect(
     directory: Path, processes: list[BaseProcess], conns: dict[Connection, int], timeout: float
 ) -> None:
     deadline = time.monotonic() + timeout
-    outcomes: dict[int, tuple[str, str]] = {}
     pending = dict(conns)
+    ended: dict[int, Outcome] = {}
     while pending:
         remaining = deadline - time.monotonic()
         ready = wait(list(pending), timeout=max(0.0, remaining)) if remaining > 0 else []
@@ -297,23 +301,53 @@ def _collect(
                 f"timeout of {timeout:g} s; every rank's stack:\n{stacks}"
             )
             pytest.fail(message, pytrace=False)
-        for conn in ready:
-            assert isinstance(conn, Connection)
-            rank = pending.pop(conn)
-            try:
-                outcomes[rank] = conn.recv()
-            except EOFError:
-                processes[rank].join(5)
-                code = processes[rank].exitcode
-                outcomes[rank] = ("failed", f"rank {rank} exited (status {code}) without a result")
-            if outcomes[rank][0] != "passed":
-                _raise(rank, outcomes[rank], directory, processes)
+        _receive(ready, pending, processes, ended)
+        if ended:
+            _settle(pending, processes, ended)
+            _raise(ended, directory, processes)
 
 
-def _raise(
-    rank: int, outcome: tuple[str, str], directory: Path, processes: list[BaseProcess]
+def _receive(
+    ready: list[Any],
+    pending: dict[Connection, int],
+    processes: list[BaseProcess],
+    ended: dict[int, Outcome],
 ) -> None:
-    kind, text = outcome
+    """Read the outcomes of the ``ready`` ranks; keep those that did not pass."""
+    for conn in ready:
+        assert isinstance(conn, Connection)
+        rank = pending.pop(conn)
+        try:
+            outcome: Outcome = conn.recv()
+        except EOFError:
+            processes[rank].join(5)
+            code = processes[rank].exitcode
+            text = f"rank {rank} exited (status {code}) without a result"
+            # A rank that died is taken for the cause of what the others then raise.
+            outcome = Outcome("failed", text, -math.inf)
+        if outcome.kind != "passed":
+            ended[rank] = outcome
+
+
+def _settle(
+    pending: dict[Connection, int], processes: list[BaseProcess], ended: dict[int, Outcome]
+) -> None:
+    """Read the other ranks' outcomes as long as they keep coming, ``_SETTLE`` s apart.
+
+    A failing rank usually makes the others fail too (their collectives lose a peer),
+    and the rank whose outcome is read first need not be the one that failed first.
+    """
+    quiet_until = time.monotonic() + _SETTLE
+    while pending and (left := quiet_until - time.monotonic()) > 0:
+        ready = wait(list(pending), timeout=left)
+        if ready:
+            _receive(ready, pending, processes, ended)
+            quiet_until = time.monotonic() + _SETTLE
+
+
+def _raise(ended: dict[int, Outcome], directory: Path, processes: list[BaseProcess]) -> None:
+    """Report the rank whose test ended first, naming the ranks that failed after it."""
+    rank, (kind, text, _) = min(ended.items(), key=lambda item: (item[1].when, item[0]))
     _kill(processes)
     if kind == "skipped":
         pytest.skip(f"rank {rank}: {text}")
@@ -323,4 +357,7 @@ def _raise(
     message = f"rank {rank} of {len(processes)} failed:\n{text.rstrip()}"
     if output:
         message += f"\n{output}"
+    after = sorted(other for other in ended if other != rank)
+    if after:
+        message += f"\nrank(s) {after} failed after rank {rank}"
     pytest.fail(message, pytrace=False)

@@ -26,15 +26,16 @@ when omitted). The default backend is gloo with CUDA hidden from the ranks
 each rank the GPU of its rank and skips the test without one GPU per rank.
 The test's fixtures are resolved once, in the pytest process, and sent to every rank;
 ``dist_info`` is each rank's own :class:`helios_env.DistributedInfo`. A rank that fails
-fails the test with its number, traceback and output, and the other ranks are killed; a
-rank that is still running at ``timeout`` seconds has every rank's Python stack dumped
-into the report before all are killed; the test's module is imported in every rank with
-pytest's assertion rewriting, so a failing ``assert`` shows its values. ``pytest.skip``
-and ``pytest.xfail`` in a rank work as in a plain test, and pytest's warning filters
-(the ini file's ``filterwarnings``, ``-W``, the ``filterwarnings`` mark) apply to the
-test in every rank. ``--ranks-reuse`` (or ``ranks_reuse = true`` in the ini file) keeps the ranks of
-a passing test for the next test of the same size, each test on a group of its own; a
-failure or hang discards them.
+fails the test with its number, traceback and output, and the other ranks are killed
+(when several fail, the first to fail is reported and the others are named); a rank that
+is still running at ``timeout`` seconds has every rank's Python stack dumped into the
+report before all are killed; the test's module is imported in every rank with pytest's
+assertion rewriting, so a failing ``assert`` shows its values. ``pytest.skip`` and
+``pytest.xfail`` in a rank work as in a plain test, and pytest's warning filters (the
+ini file's ``filterwarnings``, ``-W``, the ``filterwarnings`` mark) apply to the test in
+every rank. ``--ranks-reuse`` (or ``ranks_reuse = true`` in the ini file) keeps the
+ranks of a passing test for the next test of the same size, each test on a group of its
+own; a failure or hang discards them.
 """
 
 from __future__ import annotations
