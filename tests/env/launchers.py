@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+import pytest
 
 __all__ = [
     "FakeDistributed",
     "LiveGroup",
     "hand_set_env",
     "open_mpi_env",
+    "set_environ",
     "slurm_env",
     "torchrun_env",
 ]
@@ -151,3 +154,9 @@ class FakeDistributed(types.ModuleType):
 
 LiveGroup = Callable[..., FakeDistributed]
 """The ``live_group`` fixture: installs a :class:`FakeDistributed` and returns it."""
+
+
+def set_environ(monkeypatch: pytest.MonkeyPatch, environ: Mapping[str, str]) -> None:
+    """Set every variable of ``environ`` for the current test."""
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)

@@ -12,7 +12,15 @@ from helios_env import DistributedInfo
 def test_fields_keep_the_seed_order_and_defaults() -> None:
     fields = [(field.name, field.default) for field in dataclasses.fields(DistributedInfo)]
 
-    assert fields == [("local_rank", 0), ("rank", 0), ("local_world_size", 1), ("world_size", 1)]
+    # The seed's four fields first, with its defaults; helios's own only after them.
+    assert fields == [
+        ("local_rank", 0),
+        ("rank", 0),
+        ("local_world_size", 1),
+        ("world_size", 1),
+        ("node_rank", None),
+        ("num_nodes", None),
+    ]
 
 
 def test_positional_arguments_follow_the_seed_order() -> None:
@@ -64,14 +72,20 @@ def test_is_distributed_only_with_more_than_one_process() -> None:
     ("info", "node_rank", "num_nodes"),
     [
         (DistributedInfo(), 0, 1),
-        (DistributedInfo(1, 1, 2, 4), 0, 2),
-        (DistributedInfo(1, 3, 2, 4), 1, 2),
-        # The last node may be partly filled: 5 processes, 2 per node, make 3 nodes.
-        (DistributedInfo(0, 4, 2, 5), 2, 3),
+        (DistributedInfo(1, 1, 2, 2), 0, 1),
+        (DistributedInfo(1, 3, 2, 4, node_rank=1, num_nodes=2), 1, 2),
+        # srun -n4 on two nodes places 3 and 1: rank 3 is alone on the second node.
+        (DistributedInfo(0, 3, 1, 4, node_rank=1, num_nodes=2), 1, 2),
     ],
 )
-def test_node_properties_assume_equal_nodes(
+def test_node_fields_are_given_or_one_node(
     info: DistributedInfo, node_rank: int, num_nodes: int
 ) -> None:
     assert info.node_rank == node_rank
     assert info.num_nodes == num_nodes
+
+
+@pytest.mark.parametrize("info", [DistributedInfo(1, 1, 2, 4), DistributedInfo(0, 4, 2, 5)])
+def test_the_node_is_never_guessed_from_the_ranks(info: DistributedInfo) -> None:
+    # rank // local_world_size is wrong for 3+1 placements and for round-robin ones.
+    assert (info.node_rank, info.num_nodes) == (None, None)

@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Mapping
 
 import pytest
 
 from helios_env import DistributedInfo, get_dist_info, get_world_size, inspect_environment
-from tests.env.launchers import LiveGroup, hand_set_env, torchrun_env
-
-
-def set_environ(monkeypatch: pytest.MonkeyPatch, environ: Mapping[str, str]) -> None:
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+from tests.env.launchers import LiveGroup, hand_set_env, set_environ, torchrun_env
 
 
 def test_group_answers_without_any_launcher_variable(live_group: LiveGroup) -> None:
@@ -48,7 +42,7 @@ def test_local_values_come_from_the_environment_when_its_world_size_matches(
     live_group(rank=3, world_size=4)
 
     assert get_dist_info() == DistributedInfo(
-        local_rank=1, rank=3, local_world_size=2, world_size=4
+        local_rank=1, rank=3, local_world_size=2, world_size=4, node_rank=1, num_nodes=2
     )
 
 

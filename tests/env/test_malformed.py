@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import pytest
 
@@ -17,7 +17,7 @@ from helios_env import (
     get_world_size,
     inspect_environment,
 )
-from tests.env.launchers import slurm_env, torchrun_env
+from tests.env.launchers import set_environ, slurm_env, torchrun_env
 
 # (environment, the offending variable, its value as set)
 MALFORMED: list[object] = [
@@ -144,11 +144,6 @@ GETTERS: list[Callable[[], object]] = [
     get_local_world_size,
     get_world_size,
 ]
-
-
-def set_environ(monkeypatch: pytest.MonkeyPatch, environ: Mapping[str, str]) -> None:
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
 
 
 def test_launcher_env_error_is_a_value_error() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import pytest
 
@@ -15,12 +15,7 @@ from helios_env import (
     get_world_size,
     inspect_environment,
 )
-from tests.env.launchers import hand_set_env, open_mpi_env, slurm_env, torchrun_env
-
-
-def set_environ(monkeypatch: pytest.MonkeyPatch, environ: Mapping[str, str]) -> None:
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+from tests.env.launchers import hand_set_env, open_mpi_env, set_environ, slurm_env, torchrun_env
 
 
 def test_a_plain_process_gets_the_defaults() -> None:
@@ -61,7 +56,7 @@ def test_torchrun_variables_give_every_value(monkeypatch: pytest.MonkeyPatch) ->
     set_environ(monkeypatch, torchrun_env(rank=5, world_size=8, node_rank=1, num_nodes=2))
 
     assert get_dist_info() == DistributedInfo(
-        local_rank=1, rank=5, local_world_size=4, world_size=8
+        local_rank=1, rank=5, local_world_size=4, world_size=8, node_rank=1, num_nodes=2
     )
 
 
@@ -100,7 +95,12 @@ def test_local_world_size_without_local_rank_derives_the_local_rank(
     set_environ(monkeypatch, hand_set_env(rank=rank, world_size=4) | {"LOCAL_WORLD_SIZE": "2"})
 
     assert get_dist_info() == DistributedInfo(
-        local_rank=rank % 2, rank=rank, local_world_size=2, world_size=4
+        local_rank=rank % 2,
+        rank=rank,
+        local_world_size=2,
+        world_size=4,
+        node_rank=rank // 2,
+        num_nodes=2,
     )
 
 
@@ -114,7 +114,7 @@ def test_torchrun_variables_win_over_open_mpi_and_slurm(monkeypatch: pytest.Monk
     )
 
     assert get_dist_info() == DistributedInfo(
-        local_rank=1, rank=5, local_world_size=4, world_size=8
+        local_rank=1, rank=5, local_world_size=4, world_size=8, node_rank=1, num_nodes=2
     )
 
 
@@ -157,7 +157,12 @@ def test_slurm_reads_this_nodes_task_count(
     )
 
     assert get_dist_info() == DistributedInfo(
-        local_rank=local_rank, rank=rank, local_world_size=local_world_size, world_size=7
+        local_rank=local_rank,
+        rank=rank,
+        local_world_size=local_world_size,
+        world_size=7,
+        node_rank=node,
+        num_nodes=4,
     )
 
 

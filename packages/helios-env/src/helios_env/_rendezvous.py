@@ -3,9 +3,11 @@
 ``MASTER_ADDR`` and ``MASTER_PORT`` always win. Under srun and mpirun, when they are
 unset, they are derived the same way on every rank:
 
-- the address is loopback when every rank runs on one node, else the first host of
-  the srun step's nodelist; under mpirun on several nodes it cannot be known from the
-  environment alone;
+- the address is loopback when every rank runs on one node, else the host of rank 0:
+  the first host of the srun step's nodelist (the first line of ``SLURM_HOSTFILE``
+  under ``--distribution=arbitrary``), the first compute host of an LSF job
+  (``LSB_DJOB_RANKFILE``, else ``LSB_MCPU_HOSTS``); under any other mpirun on several
+  nodes it cannot be known from the environment alone;
 - the port is computed from the job's identity (the SLURM job and step, the MPI job)
   into a range outside the kernel's ephemeral ports, so a port the kernel handed to
   some connection is not taken, and two steps of one job get different ports. The
@@ -13,10 +15,14 @@ unset, they are derived the same way on every rank:
   assumes Linux's default, so that all derive the same port.
 
 The job's identity also lets the ranks of one job recognise each other at the store.
+MPICH's Hydra sets no job variable: its proxy on each node is started with the
+address of the ``mpiexec`` that runs the job (``--control-port host:port``), which
+every rank on every node shares.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import zlib
@@ -114,12 +120,33 @@ def _job(get: Getter, launcher: Launcher, *, one_node: bool) -> tuple[str | None
         value = get(name)
         if value:
             return f"{launcher} job {value}", name
-    if launcher in _DERIVING and one_node:
+    if launcher in _DERIVING:
         proxy = _proxy_ancestor()
         if proxy is not None:
-            host = socket.gethostname()
-            return f"{launcher} job of proxy pid {proxy} on {host}", "the launcher's proxy"
+            control = _hydra_control(proxy)
+            if control is not None:
+                source = "the launcher's proxy (--control-port)"
+                return f"{launcher} job of mpiexec at {control}", source
+            if one_node:
+                host = socket.gethostname()
+                return f"{launcher} job of proxy pid {proxy} on {host}", "the launcher's proxy"
     return None, f"not known: {launcher} sets no job id"
+
+
+def _hydra_control(pid: int, proc: Path = _PROC) -> str | None:
+    """``host:port (pgid N)`` of the mpiexec behind a Hydra proxy, from its command line."""
+    try:
+        args = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    found: dict[bytes, str] = {}
+    for flag, value in itertools.pairwise(args):
+        if flag in (b"--control-port", b"--pgid") and value:
+            found[flag] = value.decode(errors="replace")
+    control = found.get(b"--control-port")
+    if control is None:
+        return None
+    return f"{control} (pgid {found.get(b'--pgid', '0')})"
 
 
 def _proxy_ancestor(proc: Path = _PROC) -> int | None:
@@ -151,6 +178,9 @@ def _address(
     if launcher is Launcher.SLURM:
         if one_node:
             return LOOPBACK, "derived: one node (SLURM_STEP_NUM_NODES=1)"
+        distribution = (get("SLURM_DISTRIBUTION") or "").split(",", 1)[0].strip()
+        if distribution == "arbitrary":
+            return _arbitrary_first(get)
         for name in NODELIST_VARIABLES:
             raw = get(name)
             if raw is None:
@@ -163,10 +193,59 @@ def _address(
         return None, "not derived: no SLURM_STEP_NODELIST; set MASTER_ADDR"
     if one_node:
         return LOOPBACK, f"derived: one node ({sources['local_world_size']})"
+    if launcher is Launcher.LSF or get("JSM_NAMESPACE_SIZE") is not None:
+        lsf = _lsf_first_compute_host(get)
+        if lsf is not None:
+            return lsf
     return None, (
         f"not derived: {launcher} ranks on several nodes; set MASTER_ADDR to rank 0's "
         "host, or install mpi4py (helios-pg[mpi])"
     )
+
+
+def _arbitrary_first(get: Getter) -> tuple[str | None, str]:
+    """Rank 0's host under ``srun --distribution=arbitrary``: line 1 of SLURM_HOSTFILE."""
+    path = get("SLURM_HOSTFILE")
+    if not path:
+        return None, (
+            "not derived: SLURM_DISTRIBUTION=arbitrary places rank 0 by SLURM_HOSTFILE, "
+            "which is not set; set MASTER_ADDR to rank 0's host"
+        )
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, (
+            f"not derived: SLURM_DISTRIBUTION=arbitrary places rank 0 by SLURM_HOSTFILE="
+            f"{path!r}, which cannot be read on this node ({exc}); set "
+            "MASTER_ADDR to rank 0's host"
+        )
+    for line in lines:
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            try:
+                return first_host(entry), "derived: first host of SLURM_HOSTFILE (arbitrary)"
+            except HostlistError as exc:
+                message = f"SLURM_HOSTFILE {path!r} starts with {entry!r}: {exc.reason}"
+                raise LauncherEnvError("SLURM_HOSTFILE", path, message) from None
+    return None, f"not derived: SLURM_HOSTFILE={path!r} lists no host; set MASTER_ADDR"
+
+
+def _lsf_first_compute_host(get: Getter) -> tuple[str, str] | None:
+    """The first compute host of an LSF job: its rankfile lists the launch node first."""
+    path = get("LSB_DJOB_RANKFILE")
+    if path:
+        try:
+            hosts = [line.strip() for line in Path(path).read_text().splitlines()]
+        except (OSError, UnicodeDecodeError):
+            hosts = []
+        hosts = [host for host in hosts if host]
+        if hosts:
+            return hosts[min(1, len(hosts) - 1)], "derived: first compute host of LSB_DJOB_RANKFILE"
+    words = (get("LSB_MCPU_HOSTS") or "").split()
+    names = words[0::2]
+    if names:
+        return names[min(1, len(names) - 1)], "derived: first compute host of LSB_MCPU_HOSTS"
+    return None
 
 
 def _port(

@@ -12,13 +12,15 @@ from helios_env._crosscheck import cross_check
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
-from helios_env._launcher import FORCE_VARIABLE, Launcher, detect_with
+from helios_env._launcher import FORCE_VARIABLE, Launcher, detect_with, slurm_step
+from helios_env._layout import LEARNED, learned_layout
 from helios_env._rendezvous import derive
 from helios_env._variables import (
     ASSUMED_ONE_NODE,
     DEFAULT,
     DERIVED,
     ENV_NAMES,
+    ONE_PER_POD,
     PROCESS_GROUP,
     from_variables,
     live_group,
@@ -42,10 +44,12 @@ class EnvironmentReport:
             (computed from the other values, assuming every node runs as many
             processes), or ``"derived: ..."`` / ``"not derived: ..."`` saying how.
         process_group: Whether a live default process group answered.
-        node_rank: The node's index, from ``GROUP_RANK`` (or ``SLURM_NODEID`` in a
-            SLURM step) when set, else derived from the ranks.
-        num_nodes: The number of nodes, from ``GROUP_WORLD_SIZE`` (or
-            ``SLURM_STEP_NUM_NODES`` in a SLURM step) when set, else derived.
+        node_rank: The node's index, from ``SLURM_NODEID`` in a SLURM step or
+            ``GROUP_RANK`` (torchrun), else from the layout ``helios_pg.init()``
+            learned from the group; 0 when every rank runs on one node; None when
+            nothing says it (mpirun on several nodes, before init).
+        num_nodes: The number of nodes, from ``SLURM_STEP_NUM_NODES`` or
+            ``GROUP_WORLD_SIZE``, else as ``node_rank``; None when not known.
         master_addr: ``MASTER_ADDR``; when unset under srun or mpirun, the derived
             address (loopback on one node, the first host of the step's nodelist).
         master_port: ``MASTER_PORT``; when unset under srun or mpirun, a port derived
@@ -59,8 +63,8 @@ class EnvironmentReport:
     launcher: Launcher
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     process_group: bool = False
-    node_rank: int = 0
-    num_nodes: int = 1
+    node_rank: int | None = 0
+    num_nodes: int | None = 1
     master_addr: str | None = None
     master_port: int | None = None
     job: str | None = None
@@ -120,8 +124,16 @@ class EnvironmentReport:
             ),
             (
                 "node",
-                f"{self.node_rank} of {self.num_nodes}",
-                f"{src['node_rank']}, {src['num_nodes']}",
+                (
+                    "unknown"
+                    if self.node_rank is None or self.num_nodes is None
+                    else f"{self.node_rank} of {self.num_nodes}"
+                ),
+                (
+                    src["node_rank"]
+                    if src["node_rank"] == src["num_nodes"]
+                    else f"{src['node_rank']}, {src['num_nodes']}"
+                ),
             ),
             ("host", f"{socket.gethostname()} (pid {os.getpid()})", ""),
             ("rendezvous", rendezvous, where),
@@ -151,6 +163,55 @@ def _master(get: Getter) -> tuple[str | None, int | None]:
     return addr, port
 
 
+def _node(
+    get: Getter,
+    launcher: Launcher,
+    info: DistributedInfo,
+    sources: dict[str, str],
+    *,
+    env_applies: bool,
+    group: tuple[int, int] | None,
+) -> tuple[int | None, int | None]:
+    """Which node this rank runs on, and how many there are, with their sources."""
+    if env_applies:
+        # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
+        # srun started it or an ancestor of it on this node (mpirun's daemons under
+        # SLURM, a program that spawns its ranks from each srun task).
+        pairs = [("GROUP_RANK", "GROUP_WORLD_SIZE")]
+        if slurm_step(get):
+            slurm = ("SLURM_NODEID", "SLURM_STEP_NUM_NODES")
+            pairs = [slurm] if launcher is Launcher.SLURM else [*pairs, slurm]
+        for node_variable, nodes_variable in pairs:
+            node_rank = read_int(get, node_variable, minimum=0)
+            num_nodes = read_int(get, nodes_variable, minimum=1)
+            if node_rank is not None and num_nodes is not None:
+                sources["node_rank"], sources["num_nodes"] = node_variable, nodes_variable
+                return node_rank, num_nodes
+        if launcher is Launcher.KUBEFLOW and sources.get("local_world_size") == ONE_PER_POD:
+            sources["node_rank"] = sources["num_nodes"] = ONE_PER_POD
+            return info.rank, info.world_size
+    learned = learned_layout(group)
+    if learned is not None:
+        sources["node_rank"] = sources["num_nodes"] = LEARNED
+        return learned.node_rank, learned.num_nodes
+    if info.local_world_size == info.world_size:
+        local = sources.get("local_world_size")
+        sources["node_rank"] = sources["num_nodes"] = (
+            ASSUMED_ONE_NODE if local == ASSUMED_ONE_NODE else f"{DERIVED}: one node ({local})"
+        )
+        return 0, 1
+    if sources.get("local_rank") == DERIVED:
+        # The local rank was derived from RANK and LOCAL_WORLD_SIZE, assuming the ranks
+        # fill each node in turn: the node follows from the same assumption.
+        sources["node_rank"] = sources["num_nodes"] = f"{DERIVED}: ranks in blocks per node"
+        return info.rank // info.local_world_size, -(-info.world_size // info.local_world_size)
+    sources["node_rank"] = sources["num_nodes"] = (
+        f"not known: {launcher} does not say which node each rank runs on; "
+        "helios_pg.init() learns it from the group"
+    )
+    return None, None
+
+
 def _resolve(
     get: Getter, group: tuple[int, int] | None
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
@@ -166,20 +227,32 @@ def _resolve(
     if group is not None:
         rank, world_size = group
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}
-        if found is not None and found[0].world_size == world_size:
+        env_applies = found is not None and found[0].world_size == world_size
+        learned = learned_layout(group)
+        if found is not None and env_applies:
             env_info, env_sources = found
             local_rank, local_world_size = env_info.local_rank, env_info.local_world_size
             sources["local_rank"] = env_sources["local_rank"]
             sources["local_world_size"] = env_sources["local_world_size"]
+        elif learned is not None:
+            local_rank, local_world_size = learned.local_rank, learned.local_world_size
+            sources["local_rank"] = sources["local_world_size"] = LEARNED
         else:
             local_rank, local_world_size = rank, world_size
             sources["local_rank"] = sources["local_world_size"] = ASSUMED_ONE_NODE
         info = DistributedInfo(local_rank, rank, local_world_size, world_size)
-        return info, sources, launcher, True
-    if found is not None:
-        return found[0], found[1], launcher, False
-    sources = dict.fromkeys(("local_rank", "rank", "local_world_size", "world_size"), DEFAULT)
-    return DistributedInfo(), sources, launcher, False
+        live = True
+    elif found is not None:
+        info, sources = found
+        env_applies, live = True, False
+    else:
+        sources = dict.fromkeys(("local_rank", "rank", "local_world_size", "world_size"), DEFAULT)
+        info, env_applies, live = DistributedInfo(), False, False
+    node_rank, num_nodes = _node(get, launcher, info, sources, env_applies=env_applies, group=group)
+    info = DistributedInfo(
+        info.local_rank, info.rank, info.local_world_size, info.world_size, node_rank, num_nodes
+    )
+    return info, sources, launcher, live
 
 
 def inspect_environment(environ: Mapping[str, str] | None = None) -> EnvironmentReport:
@@ -205,20 +278,6 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     get = getter_for(environ)
     info, sources, launcher, live = _resolve(get, live_group())
     _master(get)
-    # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
-    # srun started it: a plain or torchrun process in a batch script must not read them.
-    if launcher is Launcher.SLURM:
-        node_variable, nodes_variable = "SLURM_NODEID", "SLURM_STEP_NUM_NODES"
-    else:
-        node_variable, nodes_variable = "GROUP_RANK", "GROUP_WORLD_SIZE"
-    node_rank = read_int(get, node_variable, minimum=0)
-    sources["node_rank"] = DERIVED if node_rank is None else node_variable
-    if node_rank is None:
-        node_rank = info.node_rank
-    num_nodes = read_int(get, nodes_variable, minimum=1)
-    sources["num_nodes"] = DERIVED if num_nodes is None else nodes_variable
-    if num_nodes is None:
-        num_nodes = info.num_nodes
     derived = derive(get, launcher, info, sources)
     sources["master_addr"] = derived.addr_source
     sources["master_port"] = derived.port_source
@@ -228,8 +287,8 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
         launcher=launcher,
         sources=MappingProxyType(sources),
         process_group=live,
-        node_rank=node_rank,
-        num_nodes=num_nodes,
+        node_rank=info.node_rank,
+        num_nodes=info.num_nodes,
         master_addr=derived.addr,
         master_port=derived.port,
         job=derived.job,
