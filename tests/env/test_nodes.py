@@ -41,7 +41,7 @@ def test_mpirun_on_several_nodes_does_not_claim_a_node_before_init(
     assert (report.node_rank, report.num_nodes) == (None, None)
     assert report.sources["node_rank"].startswith("not known: open-mpi")
     assert "helios_pg.init()" in report.sources["node_rank"]
-    assert "  node           unknown  [not known: open-mpi" in report.format()
+    assert "  node            unknown  [not known: open-mpi" in report.format()
 
 
 def test_a_learned_layout_answers_while_its_group_lives(
@@ -140,3 +140,37 @@ def test_hydra_names_the_job_by_its_mpiexec_on_every_node(tmp_path: Path) -> Non
 
     assert _hydra_control(4242, tmp_path) == "node1:45623 (pgid 0)"
     assert _hydra_control(4243, tmp_path) is None
+
+
+def test_a_set_gloo_socket_ifname_always_wins() -> None:
+    environ = open_mpi_env(rank=0, world_size=4, local_rank=0, local_world_size=2) | {
+        "MASTER_ADDR": "node7",
+        "GLOO_SOCKET_IFNAME": "ib0",
+    }
+
+    report = inspect_environment(environ)
+
+    assert report.gloo_interface == "ib0"
+    assert report.sources["gloo_interface"] == "GLOO_SOCKET_IFNAME"
+    assert "gloo interface  ib0  [GLOO_SOCKET_IFNAME]" in report.format()
+
+
+@pytest.mark.parametrize(
+    ("environ", "reason"),
+    [
+        (
+            slurm_env(rank=0, world_size=2, local_rank=0, node=0, tasks_per_node="2", num_nodes=1),
+            "gloo's default: one node",
+        ),
+        (
+            open_mpi_env(rank=0, world_size=4, local_rank=0, local_world_size=2)
+            | {"MASTER_ADDR": "127.0.0.1"},
+            "MASTER_ADDR is loopback",
+        ),
+    ],
+)
+def test_gloo_keeps_its_own_choice_on_one_host(environ: dict[str, str], reason: str) -> None:
+    report = inspect_environment(environ)
+
+    assert report.gloo_interface is None
+    assert reason in report.sources["gloo_interface"]

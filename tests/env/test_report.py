@@ -35,6 +35,7 @@ KEYS = {
     "master_addr",
     "master_port",
     "job",
+    "gloo_interface",
     "sources",
 }
 

@@ -212,6 +212,7 @@ def test_sources_name_the_variable_behind_each_value() -> None:
         "master_addr": "MASTER_ADDR",
         "master_port": "MASTER_PORT",
         "job": "TORCHELASTIC_RUN_ID",
+        "gloo_interface": "gloo's default: MASTER_ADDR is loopback (one host)",
     }
 
 

@@ -45,8 +45,17 @@ def expect_clean_exit(finished: Sequence[Finished]) -> None:
         assert UNDESTROYED not in item.stderr, item.describe()
 
 
-def info(rank: int, world_size: int, local_rank: int, local_world_size: int) -> dict[str, int]:
-    return dataclasses.asdict(DistributedInfo(local_rank, rank, local_world_size, world_size))
+def info(
+    rank: int,
+    world_size: int,
+    local_rank: int,
+    local_world_size: int,
+    node: tuple[int, int] | None = None,
+) -> dict[str, int | None]:
+    node_rank, num_nodes = node if node is not None else (None, None)
+    return dataclasses.asdict(
+        DistributedInfo(local_rank, rank, local_world_size, world_size, node_rank, num_nodes)
+    )
 
 
 def phase(reports: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
@@ -227,7 +236,7 @@ def test_two_torchrun_agents_give_ranks_0_to_3_and_local_ranks_0_to_1(
     assert seen == [(0, 0, "0"), (1, 1, "0"), (2, 0, "1"), (3, 1, "1")], ran
     for report in ran:
         rank = report["dist_rank"]
-        expected = info(rank, 4, rank % 2, 2)
+        expected = info(rank, 4, rank % 2, 2, node=(rank // 2, 2))  # GROUP_RANK
         assert report["torchrun"] is True
         assert report["before"] == expected
         assert report["after"] == expected

@@ -12,6 +12,7 @@ from helios_env._crosscheck import cross_check
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
+from helios_env._interface import gloo_interface
 from helios_env._launcher import FORCE_VARIABLE, Launcher, detect_with, slurm_step
 from helios_env._layout import LEARNED, learned_layout
 from helios_env._rendezvous import derive
@@ -57,6 +58,11 @@ class EnvironmentReport:
         job: The identity of this process's job (``"SLURM job 7 step 0"``,
             ``"torchrun run ..."``), which every rank of the job shares; None when the
             launcher gives none.
+        gloo_interface: The interface gloo binds: ``GLOO_SOCKET_IFNAME`` when set;
+            when this host's name resolves to a loopback address and the job may span
+            nodes, the interface that routes to ``master_addr``, which
+            ``helios_pg.init()`` sets; None for gloo's own choice. Its source says
+            why, and names the problem when no interface fits.
     """
 
     info: DistributedInfo
@@ -68,6 +74,7 @@ class EnvironmentReport:
     master_addr: str | None = None
     master_port: int | None = None
     job: str | None = None
+    gloo_interface: str | None = None
 
     @property
     def rendezvous(self) -> str | None:
@@ -99,6 +106,7 @@ class EnvironmentReport:
             "master_addr": self.master_addr,
             "master_port": self.master_port,
             "job": self.job,
+            "gloo_interface": self.gloo_interface,
             "sources": dict(self.sources),
         }
 
@@ -138,6 +146,11 @@ class EnvironmentReport:
             ("host", f"{socket.gethostname()} (pid {os.getpid()})", ""),
             ("rendezvous", rendezvous, where),
             ("job", self.job or "unknown", src.get("job", "")),
+            (
+                "gloo interface",
+                self.gloo_interface or "gloo's choice",
+                src.get("gloo_interface", ""),
+            ),
         ]
         width = max(len(name) for name, _, _ in rows)
         lines = ["helios-env: distributed environment of this process"]
@@ -197,7 +210,7 @@ def _node(
     if info.local_world_size == info.world_size:
         local = sources.get("local_world_size")
         sources["node_rank"] = sources["num_nodes"] = (
-            ASSUMED_ONE_NODE if local == ASSUMED_ONE_NODE else f"{DERIVED}: one node ({local})"
+            local if local in (ASSUMED_ONE_NODE, DEFAULT) else f"{DERIVED}: one node ({local})"
         )
         return 0, 1
     if sources.get("local_rank") == DERIVED:
@@ -282,6 +295,12 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     sources["master_addr"] = derived.addr_source
     sources["master_port"] = derived.port_source
     sources["job"] = derived.job_source
+    interface = gloo_interface(get, derived.addr, info.num_nodes)
+    sources["gloo_interface"] = (
+        interface.source
+        if interface.problem is None
+        else f"{interface.source}: {interface.problem}"
+    )
     return EnvironmentReport(
         info=info,
         launcher=launcher,
@@ -292,6 +311,7 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
         master_addr=derived.addr,
         master_port=derived.port,
         job=derived.job,
+        gloo_interface=interface.name,
     )
 
 

@@ -20,9 +20,13 @@ from helios_env import (
     get_dist_info,
     inspect_environment,
 )
+from helios_env._interface import VARIABLE as GLOO_INTERFACE
+from helios_env._interface import gloo_interface, name_means_loopback
+from helios_env._layout import Layout, forget_layout, record_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
+from helios_pg._layout import exchange_hosts, layout_of
 from helios_pg._rendezvous import (
     EnvStore,
     JoinTimeoutError,
@@ -63,22 +67,43 @@ def _check_rank_arguments(world_size: int, rank: int) -> None:
         raise RendezvousConfigError(message)
 
 
-def _mpi_address(rank: int) -> str | None:
-    """Rank 0's host name, sent to every rank through MPI when mpi4py is importable."""
+def _mpi_rendezvous(rank: int, addr: str | None, port: int | None) -> tuple[str, int] | None:
+    """Rank 0's host, and a port it chose when none was derived, sent through MPI.
+
+    Used when mpi4py is importable and the environment cannot say where rank 0 is
+    (mpirun on several nodes), or which port to use (MPICH sets no job id).
+    """
     try:
         from mpi4py import MPI  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return None
-    host: object = MPI.COMM_WORLD.bcast(socket.gethostname() if rank == 0 else None, root=0)
-    return host if isinstance(host, str) else None
+    mine: tuple[str, int] | None = None
+    if rank == 0:
+        chosen = port
+        if chosen is None:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind(("", 0))  # a free port; rank 0 binds it again at once
+                chosen = int(probe.getsockname()[1])
+        mine = (addr if addr is not None else socket.gethostname(), chosen)
+    sent: object = MPI.COMM_WORLD.bcast(mine, root=0)
+    if not isinstance(sent, tuple) or len(sent) != 2:
+        return None
+    host, chosen_port = sent
+    return (str(host), int(chosen_port)) if isinstance(chosen_port, int) else None
 
 
 def _meeting(report: EnvironmentReport, rank: int, world_size: int, *, need_rank: bool) -> Meeting:
     addr, port = report.master_addr, report.master_port
     addr_source = report.sources.get("master_addr", "MASTER_ADDR")
-    if addr is None and report.launcher in _MPI:
-        addr = _mpi_address(rank)
-        addr_source = "derived: rank 0's host, sent through MPI (mpi4py)"
+    port_source = report.sources.get("master_port", "")
+    if (addr is None or port is None) and report.launcher in _MPI:
+        sent = _mpi_rendezvous(rank, addr, port)
+        if sent is not None:
+            if addr is None:
+                addr_source = "derived: rank 0's host, sent through MPI (mpi4py)"
+            if port is None:
+                port_source = "derived: a free port rank 0 chose, sent through MPI (mpi4py)"
+            addr, port = sent
     missing = []
     if need_rank:
         missing.append("RANK")
@@ -102,7 +127,95 @@ def _meeting(report: EnvironmentReport, rank: int, world_size: int, *, need_rank
     assert addr is not None
     assert port is not None
     job = report.job if report.job is not None else "a job without a launcher's id"
-    return Meeting(addr, port, addr_source, report.sources.get("master_port", ""), job)
+    return Meeting(addr, port, addr_source, port_source, job)
+
+
+def _wants_hosts(report: EnvironmentReport, backend: str, world_size: int, addr: str) -> bool:
+    """Whether this init must learn the ranks' hosts.
+
+    It must where no variable says the layout, and where gloo may need an interface
+    chosen (this host's name means loopback).
+    """
+    if world_size == 1:
+        return False
+    if report.info.node_rank is None or report.info.world_size != world_size:
+        return True
+    if report.sources.get("local_world_size") == "assumed: one node":
+        return True
+    return (
+        "gloo" in backend.lower()
+        and not os.environ.get(GLOO_INTERFACE)
+        and addr not in ("localhost", "127.0.0.1", "::1")
+        and name_means_loopback()
+    )
+
+
+_chosen_interface: str | None = None
+
+
+def _bind_gloo(backend: str, addr: str | None, num_nodes: int | None) -> None:
+    """Set GLOO_SOCKET_IFNAME when this host's name means loopback on several nodes."""
+    global _chosen_interface  # noqa: PLW0603 - undone by shutdown()
+    if "gloo" not in backend.lower():
+        return
+    decision = gloo_interface(os.environ.get, addr, num_nodes)
+    if decision.problem is not None:
+        raise RendezvousConfigError(decision.problem)
+    if decision.name is not None and not os.environ.get(GLOO_INTERFACE):
+        os.environ[GLOO_INTERFACE] = decision.name
+        _chosen_interface = decision.name
+
+
+def _release_gloo() -> None:
+    global _chosen_interface  # noqa: PLW0603 - see _bind_gloo
+    if _chosen_interface is not None and os.environ.get(GLOO_INTERFACE) == _chosen_interface:
+        del os.environ[GLOO_INTERFACE]
+    _chosen_interface = None
+
+
+def _learn(store: Any, prefix: str, rank: int, world_size: int, wait: timedelta) -> Layout:
+    try:
+        return layout_of(exchange_hosts(store, prefix, rank, world_size, wait), rank)
+    except (RuntimeError, ValueError, TimeoutError) as exc:
+        message = (
+            f"rank {rank} of {world_size} joined the group, but the ranks' host names were not "
+            f"all exchanged within {wait.total_seconds():g} s ({exc}); a rank died or hangs "
+            "right after the rendezvous"
+        )
+        raise ProcessGroupInitError(message) from exc
+
+
+def _prepare_nodes(
+    report: EnvironmentReport,
+    env_store: EnvStore,
+    meeting: Meeting,
+    *,
+    backend: str,
+    rank: int,
+    timeout: timedelta | None,
+) -> Layout | None:
+    """Learn the layout where needed, then choose gloo's interface, before the group forms."""
+    world_size = int(env_store.world_size)
+    layout = None
+    if _wants_hosts(report, backend, world_size, meeting.addr):
+        prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
+        wait = timeout if timeout is not None else default_timeout(backend)
+        layout = _learn(env_store.store, prefix, rank, world_size, wait)
+    _bind_gloo(backend, meeting.addr, layout.num_nodes if layout else report.num_nodes)
+    return layout
+
+
+def _learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | None:
+    """Learn the layout through the store of a group formed with init_method or store."""
+    world_size = dist.get_world_size()
+    unknown = report.info.node_rank is None or report.info.world_size != world_size
+    assumed = report.sources.get("local_world_size") == "assumed: one node"
+    getter = getattr(dist.distributed_c10d, "_get_default_store", None)
+    if world_size == 1 or not (unknown or assumed) or getter is None:
+        return None
+    store = getter()
+    generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
+    return _learn(store, f"helios_pg/layout/{generation}", dist.get_rank(), world_size, wait)
 
 
 def _connect_env(
@@ -222,6 +335,7 @@ def init(
 
     env_store: EnvStore | None = None
     meeting: Meeting | None = None
+    layout: Layout | None = None
     kwargs: dict[str, Any] = {
         "backend": chosen,
         "init_method": init_method,
@@ -240,6 +354,9 @@ def init(
         need_rank = rank == -1 and report.launcher is Launcher.NONE
         meeting = _meeting(report, env_rank, effective_world, need_rank=need_rank)
         env_store = _connect_env(meeting, env_rank, effective_world, timeout, chosen)
+        layout = _prepare_nodes(
+            report, env_store, meeting, backend=chosen, rank=env_rank, timeout=timeout
+        )
         kwargs.update(
             store=PrefixStore("default_pg", env_store.store),
             rank=env_rank,
@@ -270,6 +387,12 @@ def init(
         env_store = None
         kwargs.clear()
         raise ProcessGroupInitError(message) from exc
+    if layout is None and not direct_single and meeting is None:
+        layout = _learn_after_init(
+            report, timeout if timeout is not None else default_timeout(chosen)
+        )
+    if layout is not None:
+        record_layout(layout)
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:
@@ -284,6 +407,9 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
     """
     if not dist.is_available() or not dist.is_initialized():
         return
+    if group is None or group is dist.group.WORLD:
+        forget_layout()
+        _release_gloo()
     if group is None:
         destroy_without_deadlock()
         return

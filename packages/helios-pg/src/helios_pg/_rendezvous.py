@@ -80,6 +80,7 @@ class EnvStore:
 
     store: Any
     joined_key: str
+    world_size: int
 
     def joined(self) -> int | None:
         """How many ranks reached the rendezvous, or None when the store is gone."""
@@ -221,7 +222,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     # init again after shutdown: each init of the job gets a session number of its own.
     session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
     key = f"helios_pg/joined/{attempt}/{session}"
-    counted = EnvStore(store, key)
+    counted = EnvStore(store, key, world_size)
     store.add(key, 1)
     # Every rank waits for all to count in, as torch's env:// rank 0 does. The host
     # waits a little longer, so that the others can still read how many came.
