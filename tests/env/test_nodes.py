@@ -41,7 +41,7 @@ def test_mpirun_on_several_nodes_does_not_claim_a_node_before_init(
     assert (report.node_rank, report.num_nodes) == (None, None)
     assert report.sources["node_rank"].startswith("not known: open-mpi")
     assert "helios_pg.init()" in report.sources["node_rank"]
-    assert "  node            unknown  [not known: open-mpi" in report.format()
+    assert "  node           unknown  [not known: open-mpi" in report.format()
 
 
 def test_a_learned_layout_answers_while_its_group_lives(
@@ -152,7 +152,7 @@ def test_a_set_gloo_socket_ifname_always_wins() -> None:
 
     assert report.gloo_interface == "ib0"
     assert report.sources["gloo_interface"] == "GLOO_SOCKET_IFNAME"
-    assert "gloo interface  ib0  [GLOO_SOCKET_IFNAME]" in report.format()
+    assert "  interface      ib0  [GLOO_SOCKET_IFNAME]" in report.format()
 
 
 @pytest.mark.parametrize(

@@ -147,7 +147,7 @@ class EnvironmentReport:
             ("rendezvous", rendezvous, where),
             ("job", self.job or "unknown", src.get("job", "")),
             (
-                "gloo interface",
+                "interface",
                 self.gloo_interface or "gloo's choice",
                 src.get("gloo_interface", ""),
             ),
