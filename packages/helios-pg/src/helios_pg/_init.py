@@ -75,7 +75,8 @@ def _mpi_rendezvous(rank: int, addr: str | None, port: int | None) -> tuple[str,
     """
     try:
         from mpi4py import MPI  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
+    except (ImportError, OSError, RuntimeError):
+        # Not installed, or installed without an MPI library it can load.
         return None
     mine: tuple[str, int] | None = None
     if rank == 0:
