@@ -26,6 +26,8 @@ from helios_env._layout import Layout, forget_layout, record_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
+from helios_pg._failure import install as install_reporter
+from helios_pg._failure import uninstall as uninstall_reporter
 from helios_pg._layout import exchange_hosts, layout_of
 from helios_pg._rendezvous import (
     EnvStore,
@@ -34,6 +36,7 @@ from helios_pg._rendezvous import (
     default_timeout,
     explain_failure,
     open_store,
+    side_channel,
 )
 from helios_pg._torch import destroy_without_deadlock
 
@@ -206,6 +209,21 @@ def _prepare_nodes(
     return layout
 
 
+def _after_init(
+    layout: Layout | None,
+    meeting: Meeting | None,
+    env_store: EnvStore | None,
+    *,
+    report_failures: bool,
+) -> None:
+    """Record what init learned, and install the failure reporter, once the group lives."""
+    if layout is not None:
+        record_layout(layout)
+    if report_failures:
+        channel = side_channel(meeting, env_store) if meeting and env_store else None
+        install_reporter(dist.get_rank(), *(channel or (None, "")))
+
+
 def _learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | None:
     """Learn the layout through the store of a group formed with init_method or store."""
     world_size = dist.get_world_size()
@@ -254,6 +272,7 @@ def init(
     store: Any | None = None,
     pg_options: Any | None = None,
     device_id: torch.device | int | None = None,
+    report_failures: bool = True,
 ) -> None:
     """Initialize the default process group and bind the rank-local CUDA device.
 
@@ -289,6 +308,11 @@ def init(
         device_id: Rank-local device. When omitted with CUDA available,
             ``cuda:LOCAL_RANK`` is selected. A CUDA device is required when CUDA is
             available; only a CPU device is accepted otherwise.
+        report_failures: Install the failure reporter until :func:`shutdown`: an
+            uncaught exception writes torchrun's error file (no ``@record`` needed), the
+            first rank to fail is published in the job's store, and a rank whose
+            collective then breaks names it first (``rank 1 on node2 failed first:
+            ...``). ``HELIOS_FAILURE_REPORT=0`` turns it off too.
 
     Raises:
         helios_env.LauncherEnvError: A launcher variable is malformed (a ``ValueError``).
@@ -392,8 +416,7 @@ def init(
         layout = _learn_after_init(
             report, timeout if timeout is not None else default_timeout(chosen)
         )
-    if layout is not None:
-        record_layout(layout)
+    _after_init(layout, meeting, env_store, report_failures=report_failures)
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:
@@ -411,6 +434,7 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
     if group is None or group is dist.group.WORLD:
         forget_layout()
         _release_gloo()
+        uninstall_reporter()
     if group is None:
         destroy_without_deadlock()
         return
@@ -432,6 +456,7 @@ def process_group(
     store: Any | None = None,
     pg_options: Any | None = None,
     device_id: torch.device | int | None = None,
+    report_failures: bool = True,
 ) -> Iterator[DistributedInfo]:
     """Run a block inside an initialized default process group.
 
@@ -448,6 +473,7 @@ def process_group(
         store: See :func:`init`.
         pg_options: See :func:`init`.
         device_id: See :func:`init`.
+        report_failures: See :func:`init`.
 
     Yields:
         The ``DistributedInfo`` of this process, read from the live group.
@@ -468,6 +494,7 @@ def process_group(
         store=store,
         pg_options=pg_options,
         device_id=device_id,
+        report_failures=report_failures,
     )
     try:
         yield get_dist_info()

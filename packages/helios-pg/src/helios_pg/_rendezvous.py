@@ -40,6 +40,7 @@ __all__ = [
     "default_timeout",
     "explain_failure",
     "open_store",
+    "side_channel",
 ]
 
 JOB_KEY = "helios_pg/job"
@@ -155,6 +156,15 @@ def _poll(done: Callable[[], bool], timeout: timedelta) -> None:
         delay = min(delay * 2, 0.05)
 
 
+def _uses_agent_store(meeting: Meeting) -> bool:
+    """Whether torchrun's agent, not rank 0, serves the store at the meeting point."""
+    return (
+        os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        and meeting.addr_source == "MASTER_ADDR"
+        and meeting.port_source == "MASTER_PORT"
+    )
+
+
 def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta) -> EnvStore:
     """Reach the rendezvous store, check that it serves this job, and count this rank in.
 
@@ -172,11 +182,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         ProcessGroupInitError: The port is taken, or the store serves another job.
     """
     # Under torchrun the agent on the first node already serves MASTER_ADDR:MASTER_PORT.
-    agent = (
-        os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        and meeting.addr_source == "MASTER_ADDR"
-        and meeting.port_source == "MASTER_PORT"
-    )
+    agent = _uses_agent_store(meeting)
     hosts = rank == 0 and not agent
     if hosts and meeting.addr_source.startswith("derived"):
         check_own_address(meeting)
@@ -297,3 +303,33 @@ def explain_failure(
             f"between ranks. torch said: {text}"
         )
     return f"{head}, rendezvous {where}: {text}"
+
+
+_SIDE_TIMEOUT = timedelta(seconds=2)
+
+
+def side_channel(meeting: Meeting, env_store: EnvStore) -> tuple[Any, str] | None:
+    """A connection of its own to the job's store, with a short timeout, and a key.
+
+    For the failure reporter: what it publishes or reads at a failure must never wait
+    for the group's timeout, nor share a connection with the group. The key is unique
+    to this init of the job.
+
+    Args:
+        meeting: Where the store is.
+        env_store: The store the group formed on (for the key's session).
+
+    Returns:
+        The store client and the key of the job's first failure, or None when the
+        store cannot be reached.
+    """
+    try:
+        store: Any = TCPStore(
+            meeting.addr, meeting.port, None, False, timeout=_SIDE_TIMEOUT, wait_for_workers=False
+        )
+    except (RuntimeError, ValueError):
+        return None
+    if _uses_agent_store(meeting):
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = PrefixStore(f"/worker/attempt_{attempt}", store)
+    return store, env_store.joined_key.replace("/joined/", "/failed/", 1)

@@ -1,0 +1,313 @@
+"""Say which rank failed first, and why, on every launcher, without a decorator.
+
+:func:`install` (called by ``init()``) chains ``sys.excepthook`` and
+``threading.excepthook``, keeping whatever was installed before (torch's own hooks
+included). On an uncaught exception in the main thread:
+
+- a rank whose error is its own (not a collective broken by a peer) publishes
+  ``rank R on HOST failed: <Type>: <text>`` in the job's store, first come first
+  kept, through a connection of its own with a short timeout;
+- a rank whose collective failed because a peer went away (connection closed or
+  reset, a timeout) reads that line and puts ``rank R on HOST failed first: ...``
+  first: on its stderr, before its own traceback, and in its error file;
+- under torchrun (``TORCHELASTIC_ERROR_FILE``), the error file is written in
+  torchrun's own format, atomically, only by the process that installed the hook,
+  and never over a file that ``@record`` wrote. A victim's timestamp is set after
+  the culprit's, so that torchrun's root cause is the culprit.
+
+An exception in another thread, and a non-zero ``SystemExit`` that passes through
+``shutdown()`` (a ``process_group()`` block), are kept and written to the error file at
+exit, unless the main thread's error came first; the ``SystemExit`` is published at
+once. ``os._exit()`` and signals leave nothing to say: the other ranks then say what
+they know. :func:`uninstall` (``shutdown()``) restores the
+previous hooks, except while an exception is propagating (``shutdown()`` in a
+``finally``): the hooks then stay for that exception. ``HELIOS_FAILURE_REPORT=0``, or
+``init(report_failures=False)``, turns it all off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "ERROR_FILE_VARIABLE",
+    "OPT_OUT_VARIABLE",
+    "Reporter",
+    "active",
+    "install",
+    "is_peer_failure",
+    "uninstall",
+]
+
+ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
+OPT_OUT_VARIABLE = "HELIOS_FAILURE_REPORT"
+_READ_WAIT = 0.5  # how long a victim waits for the culprit's line to appear
+# What torch's transports say when a peer went away; torch gives them no type of
+# their own before DistNetworkError, and gloo's come as plain RuntimeErrors.
+_PEER_TEXTS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "timed out",
+    "timeout",
+    "connection refused",
+    "communicator was aborted",
+)
+ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], Any]
+ThreadHook = Callable[[threading.ExceptHookArgs], Any]
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a collective broken by a peer.
+
+    Args:
+        exc: The exception.
+
+    Returns:
+        True for torch's distributed errors and for transport errors that say a peer
+        closed, reset or never answered the connection.
+    """
+    dist: Any = sys.modules.get("torch.distributed")
+    dist_error = getattr(dist, "DistError", None) if dist is not None else None
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(dist_error, type) and isinstance(current, dist_error):
+            return True
+        text = str(current).lower()
+        if isinstance(current, RuntimeError | TimeoutError | ConnectionError) and any(
+            needle in text for needle in _PEER_TEXTS
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _headline(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _write_error_file(path: str, message: str, callstack: str, timestamp: int) -> bool:
+    """Write torchrun's error file atomically, unless one exists (``@record`` wrote it)."""
+    target = Path(path)
+    if target.exists():
+        return False
+    data = {
+        "message": {
+            "message": message,
+            "extraInfo": {"py_callstack": callstack, "timestamp": str(timestamp)},
+        }
+    }
+    with contextlib.suppress(OSError):
+        handle, name = tempfile.mkstemp(prefix=".helios-error-", dir=target.parent)
+        temporary = Path(name)
+        try:
+            with os.fdopen(handle, "w") as sink:
+                json.dump(data, sink)
+            if target.exists():
+                return False
+            temporary.replace(target)  # torchrun fails on a partly written file
+            return True
+        finally:
+            temporary.unlink(missing_ok=True)
+    return False
+
+
+@dataclass
+class Reporter:
+    """The failure reporter of one process group: where to publish, and what it saw."""
+
+    rank: int
+    store: Any | None
+    key: str
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    previous: ExceptHook | None = None
+    previous_thread: ThreadHook | None = None
+    kept: tuple[str, str] | None = None
+    written: bool = False
+    closed: bool = False
+    pending: BaseException | None = None
+
+    def publish(self, what: str) -> None:
+        """Publish this rank as the job's first failure, unless another rank was first."""
+        if self.store is None:
+            return
+        line = f"rank {self.rank} on {self.host} failed: {what}"
+        value = json.dumps({"line": line, "rank": self.rank, "timestamp": int(time.time())})
+        with contextlib.suppress(Exception):
+            self.store.compare_set(self.key, "", value)
+
+    def culprit(self) -> dict[str, Any] | None:
+        """The first failure another rank published, waiting briefly for it to appear."""
+        if self.store is None:
+            return None
+        deadline = time.monotonic() + _READ_WAIT
+        with contextlib.suppress(Exception):
+            while True:
+                if self.store.check([self.key]):
+                    found: object = json.loads(bytes(self.store.get(self.key)).decode())
+                    if isinstance(found, dict) and found.get("rank") != self.rank:
+                        return found
+                    return None
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.02)
+        return None
+
+    def report(
+        self, kind: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        """Handle an uncaught exception of the main thread (before the previous hook)."""
+        if os.getpid() != self.pid or isinstance(exc, KeyboardInterrupt | SystemExit):
+            return
+        callstack = "".join(traceback.format_exception(kind, exc, tb))
+        message = _headline(exc)
+        timestamp = int(time.time())
+        if is_peer_failure(exc):
+            first = self.culprit()
+            if first is not None:
+                line = f"{str(first['line']).replace(' failed: ', ' failed first: ', 1)}"
+                with contextlib.suppress(Exception):
+                    sys.stderr.write(line + "\n")
+                    sys.stderr.flush()
+                message = f"{line}\nrank {self.rank} on {self.host}: {message}"
+                callstack = f"{line}\n{callstack}"
+                timestamp = max(timestamp, int(first.get("timestamp", 0)) + 1)
+        else:
+            self.publish(message)
+        path = os.environ.get(ERROR_FILE_VARIABLE)
+        if path and not self.written:
+            self.written = _write_error_file(path, message, callstack, timestamp)
+
+    def keep(self, message: str, callstack: str) -> None:
+        """Keep a failure that is not the main thread's exception for the error file."""
+        if self.kept is None:
+            self.kept = (message, callstack)
+
+    def exiting(self, exc: SystemExit) -> None:
+        """Publish a non-zero ``SystemExit`` passing through ``shutdown()``, and keep it."""
+        if exc.code in (0, None) or os.getpid() != self.pid:
+            return
+        callstack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.keep(f"SystemExit: {exc.code}", callstack)
+        if self.kept is not None:
+            self.publish(self.kept[0])
+
+    def at_exit(self) -> None:
+        """Write a kept failure to the error file, if nothing was written."""
+        path = os.environ.get(ERROR_FILE_VARIABLE)
+        if self.kept is None or self.written or not path or os.getpid() != self.pid:
+            return
+        message, callstack = self.kept
+        self.written = _write_error_file(path, message, callstack, int(time.time()))
+
+
+_reporter: Reporter | None = None
+
+
+def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    reporter = _reporter
+    previous = sys.__excepthook__
+    if reporter is not None:
+        previous = reporter.previous or sys.__excepthook__
+        if not reporter.closed or reporter.pending is exc:
+            with contextlib.suppress(Exception):
+                reporter.report(kind, exc, tb)
+    previous(kind, exc, tb)
+
+
+def _threadhook(args: threading.ExceptHookArgs) -> None:
+    reporter = _reporter
+    previous: ThreadHook = threading.__excepthook__
+    if reporter is not None:
+        previous = reporter.previous_thread or threading.__excepthook__
+        exc = args.exc_value
+        if not reporter.closed and exc is not None:
+            name = args.thread.name if args.thread is not None else "?"
+            callstack = "".join(traceback.format_exception(args.exc_type, exc, args.exc_traceback))
+            reporter.keep(f"{_headline(exc)} (in thread {name})", callstack)
+    previous(args)
+
+
+def _at_exit() -> None:
+    reporter = _reporter
+    if reporter is not None:
+        with contextlib.suppress(Exception):
+            reporter.at_exit()
+
+
+def active() -> Reporter | None:
+    """The reporter installed by the live group's ``init()``, if any."""
+    return _reporter
+
+
+def install(rank: int, store: Any | None, key: str) -> Reporter | None:
+    """Install the failure reporter for a group just formed.
+
+    Args:
+        rank: This process's rank.
+        store: Where the job's first failure is published and read (a store client
+            with a short timeout), or None to write only this rank's error file.
+        key: The store key of this group's first failure.
+
+    Returns:
+        The reporter, or None when ``HELIOS_FAILURE_REPORT=0`` turns it off.
+    """
+    global _reporter  # noqa: PLW0603 - one reporter per process, as there is one excepthook
+    if os.environ.get(OPT_OUT_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    old = _reporter
+    reporter = Reporter(rank=rank, store=store, key=key)
+    if old is not None and sys.excepthook is _excepthook:
+        reporter.previous, reporter.previous_thread = old.previous, old.previous_thread
+    else:
+        reporter.previous = sys.excepthook
+        reporter.previous_thread = threading.excepthook
+        if old is None:
+            atexit.register(_at_exit)
+    _reporter = reporter
+    sys.excepthook = _excepthook
+    threading.excepthook = _threadhook
+    return reporter
+
+
+def uninstall() -> None:
+    """Remove the reporter, unless an exception is propagating through the caller."""
+    global _reporter  # noqa: PLW0603 - see install
+    reporter = _reporter
+    if reporter is None:
+        return
+    in_flight = sys.exc_info()[1]
+    if isinstance(in_flight, SystemExit):
+        with contextlib.suppress(Exception):
+            reporter.exiting(in_flight)
+    elif in_flight is not None and not isinstance(in_flight, KeyboardInterrupt):
+        reporter.closed, reporter.pending = True, in_flight
+        return
+    if sys.excepthook is _excepthook and reporter.previous is not None:
+        sys.excepthook = reporter.previous
+    if threading.excepthook is _threadhook and reporter.previous_thread is not None:
+        threading.excepthook = reporter.previous_thread
+    if reporter.kept is not None:
+        reporter.closed = True  # kept for the error file at exit
+        return
+    _reporter = None
+    with contextlib.suppress(Exception):
+        atexit.unregister(_at_exit)

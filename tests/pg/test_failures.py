@@ -1,0 +1,175 @@
+"""The failure reporter under real torchrun: the failing rank, its traceback, its victims.
+
+One job per way of failing, all started at once: rank 1 of 3 fails, ranks 0 and 2 then
+fail in a collective. torchrun keeps every worker's error file under ``--log-dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helios_pg import _failure
+from helios_pg._failure import _write_error_file, is_peer_failure
+from tests.support.procs import Finished, base_env, run_processes, torchrun_command
+
+WORKER = Path(__file__).parent / "workers" / "failing.py"
+MODES = ("raise", "record", "thread", "exit", "os_exit")
+NPROC = 3
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, Path]]:
+    commands = []
+    logs = {}
+    for mode in MODES:
+        logs[mode] = tmp_path_factory.mktemp(f"torchrun-{mode}")
+        command = torchrun_command(
+            "--standalone",
+            f"--nproc-per-node={NPROC}",
+            f"--log-dir={logs[mode]}",
+            str(WORKER),
+        )
+        env = base_env({"HELIOS_TEST_FAILURE": mode, "HELIOS_TEST_PG_TIMEOUT": "20"})
+        commands.append((command, env))
+    finished = run_processes(commands, limit=150)
+    return {mode: (done, logs[mode]) for mode, done in zip(MODES, finished, strict=True)}
+
+
+def error_files(log_dir: Path) -> dict[int, dict[str, Any]]:
+    found = {}
+    for path in log_dir.glob("**/attempt_0/*/error.json"):
+        found[int(path.parent.name)] = json.loads(path.read_text())
+    return found
+
+
+def root_cause(output: str) -> str:
+    assert "Root Cause (first observed failure):" in output, output
+    return output.split("Root Cause (first observed failure):", 1)[1]
+
+
+def test_the_root_cause_is_the_failing_rank_with_its_traceback(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["raise"]
+    assert done.returncode != 0
+    cause = root_cause(done.stderr + done.stdout)
+    assert "rank      : 1 (local_rank: 1)" in cause, cause
+    assert "raise ValueError(message)" in cause
+    assert "ValueError: bad batch 7" in cause
+    files = error_files(logs)
+    assert files[1]["message"]["message"] == "ValueError: bad batch 7"
+    assert "Traceback (most recent call last)" in files[1]["message"]["extraInfo"]["py_callstack"]
+
+
+def test_the_other_ranks_name_the_rank_that_failed_first(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["raise"]
+    line = "failed first: ValueError: bad batch 7"
+    assert (done.stderr + done.stdout).count(line) >= 2 * 2  # stderr and summary, each
+    files = error_files(logs)
+    culprit = int(files[1]["message"]["extraInfo"]["timestamp"])
+    for rank in (0, 2):
+        if rank not in files:
+            continue  # torchrun stopped it before its collective failed
+        message = files[rank]["message"]
+        assert message["message"].startswith("rank 1 on "), message
+        assert line in message["message"].splitlines()[0]
+        assert message["extraInfo"]["py_callstack"].startswith("rank 1 on ")
+        assert int(message["extraInfo"]["timestamp"]) > culprit
+
+
+def test_a_file_written_by_record_stands(jobs: dict[str, tuple[Finished, Path]]) -> None:
+    done, logs = jobs["record"]
+    cause = root_cause(done.stderr + done.stdout)
+    assert "rank      : 1 (local_rank: 1)" in cause, cause
+    assert "ValueError: bad batch 7" in cause
+    callstack = error_files(logs)[1]["message"]["extraInfo"]["py_callstack"]
+    assert "in wrapper" in callstack  # record's own traceback.format_exc()
+
+
+def test_a_thread_exception_is_reported_at_exit(jobs: dict[str, tuple[Finished, Path]]) -> None:
+    done, logs = jobs["thread"]
+    cause = root_cause(done.stderr + done.stdout)
+    assert "rank      : 1 (local_rank: 1)" in cause, cause
+    assert "exitcode  : 3" in cause
+    message = error_files(logs)[1]["message"]
+    assert message["message"] == "RuntimeError: loader thread died (in thread loader)"
+    assert "raise RuntimeError(message)" in message["extraInfo"]["py_callstack"]
+
+
+def test_a_non_zero_system_exit_is_the_root_cause(jobs: dict[str, tuple[Finished, Path]]) -> None:
+    done, logs = jobs["exit"]
+    cause = root_cause(done.stderr + done.stdout)
+    assert "rank      : 1 (local_rank: 1)" in cause, cause
+    assert "exitcode  : 3" in cause
+    assert error_files(logs)[1]["message"]["message"] == "SystemExit: 3"
+    assert "failed first: SystemExit: 3" in done.stderr + done.stdout
+
+
+def test_os_exit_leaves_torchrun_only_the_exit_status(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["os_exit"]
+    output = done.stderr + done.stdout
+    assert "rank      : 1 (local_rank: 1)\n  exitcode  : 3" in output, output
+    assert 1 not in error_files(logs)
+    assert "failed first" not in output  # nothing was published: no culprit is made up
+
+
+def test_every_error_file_is_whole_json(jobs: dict[str, tuple[Finished, Path]]) -> None:
+    for _, logs in jobs.values():
+        for path in logs.glob("**/error.json"):
+            data = json.loads(path.read_text())
+            assert set(data["message"]["extraInfo"]) == {"py_callstack", "timestamp"}
+        assert not list(logs.glob("**/.helios-error-*"))
+
+
+def test_an_existing_error_file_is_never_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "error.json"
+    path.write_text('{"message": "from @record"}')
+
+    assert _write_error_file(str(path), "ValueError: x", "tb", 1) is False
+    assert path.read_text() == '{"message": "from @record"}'
+
+    fresh = tmp_path / "fresh.json"
+    assert _write_error_file(str(fresh), "ValueError: x", "tb", 1) is True
+    assert json.loads(fresh.read_text())["message"]["extraInfo"]["timestamp"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("error", "peer"),
+    [
+        (RuntimeError("[pair.cc:561] Connection closed by peer [127.0.0.1]:1234"), True),
+        (RuntimeError("Connection reset by peer"), True),
+        (RuntimeError("[../gloo/transport/tcp/pair.cc] Timed out waiting 10000ms"), True),
+        (ValueError("bad batch 7"), False),
+        (RuntimeError("CUDA out of memory"), False),
+    ],
+)
+def test_a_peer_failure_is_told_from_a_rank_of_its_own(error: Exception, peer: bool) -> None:
+    assert is_peer_failure(error) is peer
+
+
+def test_installing_twice_and_removing_restores_the_hooks() -> None:
+    import sys
+
+    before, before_thread = sys.excepthook, threading.excepthook
+    _failure.install(0, None, "")
+    _failure.install(0, None, "")
+    assert sys.excepthook is not before
+    _failure.uninstall()
+    assert (sys.excepthook, threading.excepthook) == (before, before_thread)
+    assert _failure.active() is None
+
+
+@pytest.fixture(autouse=True)
+def _no_reporter_left() -> Iterator[None]:
+    yield
+    _failure.uninstall()

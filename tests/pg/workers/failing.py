@@ -1,0 +1,62 @@
+"""Worker: rank 1 of a torchrun (or srun, mpirun) job fails, in the way the test asks.
+
+``HELIOS_TEST_FAILURE`` says how: ``raise`` (an uncaught ``ValueError``), ``record``
+(the same below torchrun's ``@record``), ``thread`` (a thread dies, then the rank
+exits with status 3), ``exit`` (``SystemExit(3)``), ``os_exit`` (``os._exit(3)``). The
+other ranks wait in an all-reduce that rank 1 never joins, so each of them fails in a
+collective once rank 1 is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from helios_pg import process_group
+from tests.support.worker import group_timeout
+
+FAILING_RANK = 1
+
+
+def fail(mode: str) -> None:
+    if mode in ("raise", "record"):
+        message = "bad batch 7"
+        raise ValueError(message)
+    if mode == "thread":
+
+        def die() -> None:
+            message = "loader thread died"
+            raise RuntimeError(message)
+
+        thread = threading.Thread(target=die, name="loader")
+        thread.start()
+        thread.join()
+        sys.exit(3)
+    if mode == "exit":
+        sys.exit(3)
+    if mode == "os_exit":
+        sys.stdout.flush()
+        os._exit(3)
+
+
+def main() -> None:
+    mode = os.environ["HELIOS_TEST_FAILURE"]
+    with process_group(timeout=group_timeout()) as info:
+        dist.all_reduce(torch.ones(1))
+        if info.rank == FAILING_RANK:
+            time.sleep(0.2)  # the others are in the next all-reduce by now
+            fail(mode)
+        dist.all_reduce(torch.ones(1))
+
+
+if __name__ == "__main__":
+    if os.environ.get("HELIOS_TEST_FAILURE") == "record":
+        record(main)()
+    else:
+        main()
