@@ -72,8 +72,11 @@ def test_the_other_ranks_name_the_rank_that_failed_first(
 ) -> None:
     done, logs = jobs["raise"]
     line = "failed first: ValueError: bad batch 7"
-    assert (done.stderr + done.stdout).count(line) >= 2 * 2  # stderr and summary, each
+    # torchrun stops the other ranks once rank 1 has failed, sometimes before one of
+    # them has reported: at least one does, and every error file of theirs says it.
+    assert line in done.stderr + done.stdout
     files = error_files(logs)
+    assert 0 in files or 2 in files
     culprit = int(files[1]["message"]["extraInfo"]["timestamp"])
     for rank in (0, 2):
         if rank not in files:

@@ -21,7 +21,9 @@ exit, unless the main thread's error came first; the ``SystemExit`` is published
 once. ``os._exit()`` and signals leave nothing to say: the other ranks then say what
 they know. :func:`uninstall` (``shutdown()``) restores the
 previous hooks, except while an exception is propagating (``shutdown()`` in a
-``finally``): the hooks then stay for that exception. ``HELIOS_FAILURE_REPORT=0``, or
+``finally``, or a ``process_group()`` block): that exception is then reported at once,
+before the group is destroyed, since a launcher may stop this rank as soon as another
+has failed. ``HELIOS_FAILURE_REPORT=0``, or
 ``init(report_failures=False)``, turns it all off.
 """
 
@@ -144,6 +146,7 @@ class Reporter:
     written: bool = False
     closed: bool = False
     pending: BaseException | None = None
+    reported: BaseException | None = None
 
     def publish(self, what: str) -> None:
         """Publish this rank as the job's first failure, unless another rank was first."""
@@ -227,7 +230,7 @@ def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType
     previous = sys.__excepthook__
     if reporter is not None:
         previous = reporter.previous or sys.__excepthook__
-        if not reporter.closed or reporter.pending is exc:
+        if reporter.reported is not exc and (not reporter.closed or reporter.pending is exc):
             with contextlib.suppress(Exception):
                 reporter.report(kind, exc, tb)
     previous(kind, exc, tb)
@@ -299,7 +302,12 @@ def uninstall() -> None:
         with contextlib.suppress(Exception):
             reporter.exiting(in_flight)
     elif in_flight is not None and not isinstance(in_flight, KeyboardInterrupt):
+        # Reported now, before the group is destroyed: a launcher that stops the other
+        # ranks once one has failed may not leave this one time to reach its excepthook.
         reporter.closed, reporter.pending = True, in_flight
+        with contextlib.suppress(Exception):
+            reporter.report(type(in_flight), in_flight, in_flight.__traceback__)
+        reporter.reported = in_flight
         return
     if sys.excepthook is _excepthook and reporter.previous is not None:
         sys.excepthook = reporter.previous
