@@ -18,7 +18,8 @@ from tests.support.mpi import run_mpich, run_openmpi
 from tests.support.procs import Finished
 from tests.support.slurm import Cluster, require
 
-WORKER = [sys.executable, str(Path(__file__).parents[1] / "pg" / "workers" / "failing.py")]
+WORKERS = Path(__file__).parents[1] / "pg" / "workers"
+WORKER = [sys.executable, str(WORKERS / "failing.py")]
 ENV = {"HELIOS_TEST_FAILURE": "raise", "HELIOS_TEST_PG_TIMEOUT": "20"}
 LIMIT = 90.0
 
@@ -51,3 +52,18 @@ def test_mpirun_survivors_name_the_rank_that_failed_first(flavour: str) -> None:
     expected = f"rank 1 on {socket.gethostname()} failed first: ValueError: bad batch 7"
     assert lines, finished.describe()
     assert set(lines) == {expected}
+
+
+def test_srun_hang_roll_call_names_the_hung_rank(slurm_cluster: Cluster) -> None:
+    env = {"HELIOS_TEST_HANG": "skip", "HELIOS_HANG_TIMEOUT": "5", "HELIOS_TEST_PG_TIMEOUT": "15"}
+    command = ["srun", "-n", "3", sys.executable, str(WORKERS / "hanging.py")]
+    finished = slurm_cluster.finish(command, limit=LIMIT, env=env)
+
+    assert finished.returncode != 0
+    output = finished.stdout + finished.stderr
+    calls = [line for line in output.splitlines() if "helios hang roll call" in line]
+    assert len(calls) == 1, finished.describe()
+    assert "ranks [0, 2] in all_reduce #2 at hanging.py:" in calls[0]
+    assert "rank 1 in no collective, at hanging.py:" in calls[0]
+    expected = f"rank 1 on {socket.gethostname()} failed first: hang: "
+    assert output.count(expected) == 2, finished.describe()  # both survivors

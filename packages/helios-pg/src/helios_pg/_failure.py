@@ -58,6 +58,7 @@ __all__ = [
 ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
 OPT_OUT_VARIABLE = "HELIOS_FAILURE_REPORT"
 _READ_WAIT = 0.5  # how long a victim waits for the culprit's line to appear
+_SILENT_MARGIN = 10
 # What torch's transports say when a peer went away; torch gives them no type of
 # their own before DistNetworkError, and gloo's come as plain RuntimeErrors.
 _PEER_TEXTS = (
@@ -193,6 +194,10 @@ class Reporter:
                 message = f"{line}\nrank {self.rank} on {self.host}: {message}"
                 callstack = f"{line}\n{callstack}"
                 timestamp = max(timestamp, int(first.get("timestamp", 0)) + 1)
+                if first.get("answered") is False:
+                    # A hung rank that could not answer writes no error file: torchrun
+                    # dates it when it stops it, so this one is dated after that.
+                    timestamp += _SILENT_MARGIN
         else:
             self.publish(message)
         path = os.environ.get(ERROR_FILE_VARIABLE)

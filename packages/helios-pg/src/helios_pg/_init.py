@@ -39,6 +39,9 @@ from helios_pg._rendezvous import (
     side_channel,
 )
 from helios_pg._torch import destroy_without_deadlock
+from helios_pg._watchdog import hang_timeout_from
+from helios_pg._watchdog import start as start_watchdog
+from helios_pg._watchdog import stop as stop_watchdog
 
 __all__ = ["init", "process_group", "shutdown"]
 
@@ -215,13 +218,33 @@ def _after_init(
     env_store: EnvStore | None,
     *,
     report_failures: bool,
+    hang: float | None,
 ) -> None:
-    """Record what init learned, and install the failure reporter, once the group lives."""
+    """Record what init learned; install the failure reporter and the watchdog."""
     if layout is not None:
         record_layout(layout)
     if report_failures:
         channel = side_channel(meeting, env_store) if meeting and env_store else None
         install_reporter(dist.get_rank(), *(channel or (None, "")))
+    if hang is not None:
+        watch = side_channel(meeting, env_store) if meeting and env_store else None
+        store, key = watch or (dist.distributed_c10d._get_default_store(), "helios_pg/failed")
+        start_watchdog(
+            rank=dist.get_rank(),
+            world_size=dist.get_world_size(),
+            store=store,
+            key=key.replace("/failed", "/hang", 1),
+            timeout=hang,
+            job=meeting.job if meeting else f"pid-{os.getpid()}",
+            failure_key=key if watch else "",
+        )
+
+
+def _hang_timeout(argument: float | None) -> float | None:
+    try:
+        return hang_timeout_from(argument)
+    except ValueError as exc:
+        raise RendezvousConfigError(str(exc)) from None
 
 
 def _learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | None:
@@ -273,6 +296,7 @@ def init(
     pg_options: Any | None = None,
     device_id: torch.device | int | None = None,
     report_failures: bool = True,
+    hang_timeout: float | None = None,
 ) -> None:
     """Initialize the default process group and bind the rank-local CUDA device.
 
@@ -313,6 +337,11 @@ def init(
             first rank to fail is published in the job's store, and a rank whose
             collective then breaks names it first (``rank 1 on node2 failed first:
             ...``). ``HELIOS_FAILURE_REPORT=0`` turns it off too.
+        hang_timeout: Seconds a rank may sit in one collective before the hang roll
+            call: every rank reports where it is, one rank prints the ranks grouped by
+            place, and the ranks that are elsewhere are named as the culprits (also in
+            torchrun's error file). ``HELIOS_HANG_TIMEOUT`` when omitted; off when
+            neither is set. Until :func:`shutdown`.
 
     Raises:
         helios_env.LauncherEnvError: A launcher variable is malformed (a ``ValueError``).
@@ -346,6 +375,7 @@ def init(
             torch.cuda.set_device(device)
         return
     _check_rank_arguments(world_size, rank)
+    hang = _hang_timeout(hang_timeout)
     env_info = report.info
     launched = report.launcher is not Launcher.NONE
     explicit_world = world_size != -1
@@ -416,7 +446,7 @@ def init(
         layout = _learn_after_init(
             report, timeout if timeout is not None else default_timeout(chosen)
         )
-    _after_init(layout, meeting, env_store, report_failures=report_failures)
+    _after_init(layout, meeting, env_store, report_failures=report_failures, hang=hang)
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:
@@ -434,6 +464,7 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
     if group is None or group is dist.group.WORLD:
         forget_layout()
         _release_gloo()
+        stop_watchdog()
         uninstall_reporter()
     if group is None:
         destroy_without_deadlock()
@@ -457,6 +488,7 @@ def process_group(
     pg_options: Any | None = None,
     device_id: torch.device | int | None = None,
     report_failures: bool = True,
+    hang_timeout: float | None = None,
 ) -> Iterator[DistributedInfo]:
     """Run a block inside an initialized default process group.
 
@@ -474,6 +506,7 @@ def process_group(
         pg_options: See :func:`init`.
         device_id: See :func:`init`.
         report_failures: See :func:`init`.
+        hang_timeout: See :func:`init`.
 
     Yields:
         The ``DistributedInfo`` of this process, read from the live group.
@@ -495,6 +528,7 @@ def process_group(
         pg_options=pg_options,
         device_id=device_id,
         report_failures=report_failures,
+        hang_timeout=hang_timeout,
     )
     try:
         yield get_dist_info()

@@ -1,0 +1,445 @@
+"""The hang roll call: when a rank sits in one collective too long, ask every rank where it is.
+
+Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stopped by
+``shutdown()``; off by default, and then nothing here runs. While it is on:
+
+- the collectives of ``torch.distributed`` (``all_reduce``, ``broadcast``, ``barrier``,
+  ...) are called through thin wrappers that note the collective each rank is in: a
+  sequence number, the operation, the group and the call site;
+- one daemon thread per rank, with a store connection of its own, looks every tick at
+  its rank's current collective and at the job's roll-call key. It never issues a
+  collective, and the process never waits for it at exit;
+- when a rank has sat in one collective longer than the timeout, it calls the roll: every
+  rank that can answer writes its current collective and its main thread's stack to the
+  store and to a file of its own; the rank that called prints one grouped report
+  (``ranks [0, 2] in all_reduce #57 at train.py:88; rank 1 in no collective, at
+  loader.py:42; rank 5 did not answer``) and publishes it. The ranks that are not
+  where the others wait are the culprits: under torchrun each writes its error file
+  dated when the hang began, so that torchrun names it as the root cause;
+- a rank whose main thread holds the GIL in C cannot answer; faulthandler's C-level
+  dump, armed every tick, still writes its stack to its file. The signal
+  ``HELIOS_HANG_SIGNAL`` (default ``SIGUSR2``, ``none`` to leave every signal alone;
+  ``SIGUSR1`` is SLURM's and Lightning's requeue signal) dumps a rank's stack to its
+  file on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import functools
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from helios_pg._failure import ERROR_FILE_VARIABLE, _write_error_file
+
+__all__ = [
+    "COLLECTIVES",
+    "SIGNAL_VARIABLE",
+    "TIMEOUT_VARIABLE",
+    "Watchdog",
+    "hang_timeout_from",
+    "start",
+    "stop",
+]
+
+TIMEOUT_VARIABLE = "HELIOS_HANG_TIMEOUT"
+SIGNAL_VARIABLE = "HELIOS_HANG_SIGNAL"
+DIRECTORY_VARIABLE = "HELIOS_HANG_DIR"
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_object",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "broadcast",
+    "broadcast_object_list",
+    "gather",
+    "gather_object",
+    "monitored_barrier",
+    "recv",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "scatter",
+    "send",
+)
+"""The ``torch.distributed`` functions whose calls the watchdog notes."""
+_ANSWER_WAIT = 5.0
+_STOP_WAIT = 3.0
+_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
+
+
+def hang_timeout_from(
+    argument: float | None, environ: dict[str, str] | None = None
+) -> float | None:
+    """The hang timeout in seconds: the argument, else ``HELIOS_HANG_TIMEOUT``, else off.
+
+    Args:
+        argument: ``init(hang_timeout=...)``.
+        environ: The environment; ``os.environ`` when omitted.
+
+    Returns:
+        The timeout, or None when the watchdog is off.
+
+    Raises:
+        ValueError: The timeout is not a positive number.
+    """
+    raw: object = argument
+    source = "hang_timeout"
+    if argument is None:
+        raw = (environ if environ is not None else os.environ).get(TIMEOUT_VARIABLE)
+        source = TIMEOUT_VARIABLE
+        if raw is None or not str(raw).strip():
+            return None
+    try:
+        value = float(str(raw))
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        message = f"{source} must be a positive number of seconds, got {raw!r}; fix it or unset it"
+        raise ValueError(message)
+    return value
+
+
+@dataclass
+class _Current:
+    """The collective the main thread is in: written by the wrappers, read by the watchdog."""
+
+    seq: int = 0
+    op: str | None = None
+    group: str = ""
+    site: str = ""
+    since: float = 0.0
+    wall: float = 0.0
+
+
+def _site(depth: int = 2) -> str:
+    frame = sys._getframe(depth)
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+
+
+def _describe(current: _Current, top: str | None = None) -> str:
+    if current.op is None:
+        return f"in no collective, at {top}" if top else "in no collective"
+    group = f" on {current.group}" if current.group else ""
+    return f"in {current.op} #{current.seq}{group} at {current.site}"
+
+
+def _group_name(kwargs: dict[str, Any]) -> str:
+    group = kwargs.get("group")
+    if group is None:
+        return ""
+    name = getattr(group, "group_name", None)
+    return f"group {name}" if name else "a subgroup"
+
+
+@dataclass
+class Watchdog:
+    """One rank's watchdog: the thread, its store, its file and what it saw."""
+
+    rank: int
+    world_size: int
+    store: Any
+    key: str
+    timeout: float
+    directory: Path
+    host: str = field(default_factory=socket.gethostname)
+    current: _Current = field(default_factory=_Current)
+    main: int = field(default_factory=threading.get_ident)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    dump: IO[str] | None = None
+    answered: bool = False
+    signal_number: int | None = None
+    failure_key: str = ""
+
+    @property
+    def path(self) -> Path:
+        """This rank's report file."""
+        return self.directory / f"rank-{self.rank}.txt"
+
+    def wrap(self, dist: Any) -> None:
+        """Route the collectives of ``torch.distributed`` through the bookkeeping."""
+        current = self.current
+        for name in COLLECTIVES:
+            original = getattr(dist, name, None)
+            if original is None or name in self.originals:
+                continue
+
+            def wrapper(
+                *args: Any, _name: str = name, _call: Callable[..., Any] = original, **kwargs: Any
+            ) -> Any:
+                if current.op is not None or threading.get_ident() != self.main:
+                    return _call(*args, **kwargs)  # nested, or not the main thread
+                current.seq += 1
+                current.group = _group_name(kwargs)
+                current.site = _site()
+                current.since, current.wall = time.monotonic(), time.time()
+                current.op = _name
+                try:
+                    return _call(*args, **kwargs)
+                finally:
+                    current.op = None
+
+            functools.update_wrapper(wrapper, original)
+            self.originals[name] = original
+            setattr(dist, name, wrapper)
+
+    def unwrap(self, dist: Any) -> None:
+        """Put the original functions back."""
+        for name, original in self.originals.items():
+            setattr(dist, name, original)
+        self.originals.clear()
+
+    def stack(self) -> tuple[str, str | None]:
+        """The main thread's stack, formatted, and its innermost ``file:line``."""
+        frame = sys._current_frames().get(self.main)
+        if frame is None:
+            return "(no stack)\n", None
+        top = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+        return "".join(traceback.format_stack(frame)), top
+
+    def answer(self) -> dict[str, Any]:
+        """This rank's answer to a roll call, also written to its own file."""
+        stack, top = self.stack()
+        where = _describe(self.current, top)
+        answer = {
+            "rank": self.rank,
+            "host": self.host,
+            "pid": os.getpid(),
+            "where": where,
+            "seq": self.current.seq if self.current.op is not None else None,
+            "since": self.current.wall if self.current.op is not None else None,
+            "stack": stack,
+        }
+        with contextlib.suppress(OSError):
+            text = (
+                f"rank {self.rank} on {self.host} (pid {os.getpid()}): {where}\n{answer['stack']}"
+            )
+            self.path.write_text(text)
+        return answer
+
+    def report(self, answers: dict[int, dict[str, Any]]) -> tuple[str, list[int], float]:
+        """Group the answers by where each rank is; name the culprits and when it began."""
+        places: dict[str, list[int]] = {}
+        for rank in range(self.world_size):
+            found = answers.get(rank)
+            where = str(found["where"]) if found else self.silent(rank)
+            places.setdefault(where, []).append(rank)
+        waiting = [a for a in answers.values() if a.get("seq") is not None]
+        majority = max(places.items(), key=lambda item: len(item[1]))[0] if places else ""
+        culprits = [r for where, ranks in places.items() if where != majority for r in ranks]
+        began = min((float(a["since"]) for a in waiting), default=time.time())
+        parts = []
+        for where, ranks in sorted(places.items(), key=lambda item: item[1][0]):
+            who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
+            parts.append(f"{who} {where}")
+        return "; ".join(parts), culprits, began
+
+    def silent(self, rank: int) -> str:
+        """What can be said of a rank that did not answer: its C-level dump, if here."""
+        dump = self.directory / f"rank-{rank}.faulthandler.txt"
+        with contextlib.suppress(OSError, IndexError):
+            lines = dump.read_text().splitlines()
+            main = lines[0].rsplit(" ", 1)[-1]  # the header start() wrote
+            inside = False
+            for line in lines[1:]:
+                if line.startswith(("Thread ", "Current thread ")):
+                    inside = main in line
+                match = _FRAME.match(line) if inside else None
+                if match is not None:
+                    name, number, function = match.groups()
+                    where = f"{Path(name).name}:{number} in {function}"
+                    return f"did not answer (faulthandler: {where})"
+        return "did not answer"
+
+    def call(self) -> None:
+        """Call the roll (the first rank to see a hang does), gather it and print it."""
+        value = json.dumps({"rank": self.rank, "time": time.time()})
+        first = bytes(self.store.compare_set(f"{self.key}/called", "", value)).decode()
+        if json.loads(first).get("rank") != self.rank:
+            return  # another rank called it first
+        deadline = time.monotonic() + min(self.timeout, _ANSWER_WAIT)
+        keys = [f"{self.key}/answer/{rank}" for rank in range(self.world_size)]
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            if self.store.check(keys):
+                break
+            time.sleep(0.1)
+        answers = {}
+        for rank, key in enumerate(keys):
+            with contextlib.suppress(Exception):
+                if self.store.check([key]):
+                    answers[rank] = json.loads(bytes(self.store.get(key)).decode())
+        line, culprits, began = self.report(answers)
+        verdict = json.dumps({"line": line, "culprits": culprits, "began": began})
+        self.store.set(f"{self.key}/verdict", verdict)
+        if culprits and self.failure_key:
+            # The ranks that fail later in their collectives name the culprit first.
+            culprit = answers.get(culprits[0])
+            host = str(culprit["host"]) if culprit else "its host"
+            published = {
+                "line": f"rank {culprits[0]} on {host} failed: hang: {line}",
+                "rank": culprits[0],
+                "timestamp": int(began),
+                "answered": culprit is not None,
+            }
+            self.store.compare_set(self.failure_key, "", json.dumps(published))
+        files = f"each rank's stack is in {self.directory}/rank-N.txt on its host"
+        sys.stderr.write(f"helios hang roll call (rank {self.rank}): {line}; {files}\n")
+        sys.stderr.flush()
+
+    def convict(self) -> None:
+        """A culprit writes its error file, dated when the hang began."""
+        raw = bytes(self.store.get(f"{self.key}/verdict")).decode()
+        verdict = json.loads(raw)
+        path = os.environ.get(ERROR_FILE_VARIABLE)
+        if self.rank not in verdict["culprits"] or not path:
+            return
+        stack, top = self.stack()
+        message = f"hang: rank {self.rank} on {self.host} {_describe(self.current, top)}"
+        _write_error_file(path, f"{message}; {verdict['line']}", stack, int(verdict["began"]))
+
+    def tick(self) -> None:
+        """One look at this rank and at the roll call."""
+        if self.dump is not None:
+            faulthandler.dump_traceback_later(self.timeout + 1, file=self.dump)
+        current = self.current
+        if current.op is not None and time.monotonic() - current.since > self.timeout:
+            self.store.compare_set(f"{self.key}/hung", "", str(self.rank))
+            if not self.answered:
+                self.store.set(f"{self.key}/answer/{self.rank}", json.dumps(self.answer()))
+                self.answered = True
+            self.call()
+        if not self.answered and self.store.check([f"{self.key}/hung"]):
+            self.store.set(f"{self.key}/answer/{self.rank}", json.dumps(self.answer()))
+            self.answered = True
+        if self.answered and self.store.check([f"{self.key}/verdict"]):
+            self.convict()
+            self.stopping.set()  # one roll call per group
+
+    def run(self) -> None:
+        """The thread's loop, until :func:`stop` or the roll call is done."""
+        interval = min(1.0, self.timeout / 5)
+        try:
+            while not self.stopping.wait(interval):
+                self.tick()
+        except Exception:  # noqa: S110 - the store is gone: the job is ending
+            pass
+        finally:
+            if self.dump is not None:
+                faulthandler.cancel_dump_traceback_later()
+
+
+_watchdog: Watchdog | None = None
+
+
+def _signal_number(raw: str | None) -> int | None:
+    if raw is None:
+        return int(signal.SIGUSR2)
+    text = raw.strip()
+    if text.lower() in ("", "none", "0", "off"):
+        return None
+    if text.isdigit():
+        return int(text)
+    name = text.upper() if text.upper().startswith("SIG") else f"SIG{text.upper()}"
+    found = getattr(signal, name, None)
+    if not isinstance(found, signal.Signals):
+        message = f"{SIGNAL_VARIABLE} must name a signal (SIGUSR2, 12) or be none, got {raw!r}"
+        raise ValueError(message)
+    return int(found)
+
+
+def start(
+    *,
+    rank: int,
+    world_size: int,
+    store: Any,
+    key: str,
+    timeout: float,
+    job: str,
+    failure_key: str = "",
+) -> Watchdog:
+    """Start this rank's watchdog and wrap ``torch.distributed``'s collectives.
+
+    Args:
+        rank: This rank.
+        world_size: The number of ranks.
+        store: A store client of its own, with a short timeout.
+        key: The store key under which this group's roll call runs.
+        timeout: Seconds in one collective after which the roll is called.
+        job: The job's identity, for the name of the report directory.
+        failure_key: The failure reporter's key of the job's first failure, where the
+            roll call's culprit is published.
+
+    Returns:
+        The running watchdog.
+
+    Raises:
+        ValueError: ``HELIOS_HANG_SIGNAL`` names no signal.
+    """
+    global _watchdog  # noqa: PLW0603 - one watchdog per process, for the default group
+    import torch.distributed as dist
+
+    stop()
+    number = _signal_number(os.environ.get(SIGNAL_VARIABLE))
+    configured = os.environ.get(DIRECTORY_VARIABLE)
+    tag = "".join(c if c.isalnum() else "-" for c in job)[:80]
+    base = Path(configured) if configured else Path(tempfile.gettempdir()) / f"helios-hang-{tag}"
+    base.mkdir(parents=True, exist_ok=True)
+    watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
+    with contextlib.suppress(OSError):
+        watchdog.dump = (base / f"rank-{rank}.faulthandler.txt").open("w")
+        # faulthandler names threads by id: say which one is the main thread.
+        watchdog.dump.write(f"helios: rank {rank}, main thread 0x{watchdog.main:016x}\n")
+        watchdog.dump.flush()
+    if watchdog.dump is not None and number is not None:
+        faulthandler.register(number, file=watchdog.dump, all_threads=True, chain=False)
+        watchdog.signal_number = number
+    if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
+        faulthandler.dump_traceback_later(timeout + 1, file=watchdog.dump)
+    watchdog.wrap(dist)
+    watchdog.thread = threading.Thread(
+        target=watchdog.run, name="helios-hang-watchdog", daemon=True
+    )
+    watchdog.thread.start()
+    _watchdog = watchdog
+    return watchdog
+
+
+def stop() -> None:
+    """Stop the watchdog, if one runs, and put ``torch.distributed`` back as it was."""
+    global _watchdog  # noqa: PLW0603 - see start
+    watchdog = _watchdog
+    if watchdog is None:
+        return
+    _watchdog = None
+    watchdog.stopping.set()
+    if watchdog.thread is not None and watchdog.thread is not threading.current_thread():
+        # It wakes at once, unless a store request is under way (its timeout is short).
+        watchdog.thread.join(timeout=_STOP_WAIT)
+    dist: Any = sys.modules.get("torch.distributed")
+    if dist is not None:
+        watchdog.unwrap(dist)
+    with contextlib.suppress(Exception):
+        faulthandler.cancel_dump_traceback_later()
+        if watchdog.signal_number is not None:
+            faulthandler.unregister(watchdog.signal_number)
+    if watchdog.dump is not None:
+        with contextlib.suppress(OSError):
+            watchdog.dump.close()

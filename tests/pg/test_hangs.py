@@ -1,0 +1,136 @@
+"""The hang roll call under real torchrun: rank 1 of 3 hangs, the roll call names it.
+
+One job per way of hanging, started at once, each with ``HELIOS_HANG_TIMEOUT=5`` and a
+15 s group timeout: the roll call comes at about 5 s, the others' all-reduce times out at
+15 s, and torchrun names its root cause from the error files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+from helios_pg import RendezvousConfigError, init, shutdown
+from helios_pg._watchdog import COLLECTIVES, hang_timeout_from
+from tests.support.procs import Finished, base_env, run_processes, torchrun_command
+
+WORKER = Path(__file__).parent / "workers" / "hanging.py"
+MODES = ("skip", "loop", "gil")
+SOURCE = WORKER.read_text().splitlines()
+
+
+def line_of(text: str) -> int:
+    """The line number of the worker's line that holds ``text``."""
+    return next(number for number, line in enumerate(SOURCE, 1) if text in line)
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, Path]]:
+    commands = []
+    logs = {}
+    for mode in MODES:
+        logs[mode] = tmp_path_factory.mktemp(f"hang-{mode}")
+        command = torchrun_command(
+            "--standalone", "--nproc-per-node=3", f"--log-dir={logs[mode]}", str(WORKER)
+        )
+        env = base_env(
+            {
+                "HELIOS_TEST_HANG": mode,
+                "HELIOS_HANG_TIMEOUT": "5",
+                "HELIOS_HANG_DIR": str(logs[mode] / "reports"),
+                "HELIOS_TEST_PG_TIMEOUT": "15",
+            }
+        )
+        commands.append((command, env))
+    finished = run_processes(commands, limit=150)
+    return {mode: (done, logs[mode]) for mode, done in zip(MODES, finished, strict=True)}
+
+
+def roll_call(done: Finished) -> str:
+    lines = [line for line in done.stderr.splitlines() if "helios hang roll call" in line]
+    assert len(lines) == 1, done.describe()
+    return lines[0]
+
+
+def root_cause(done: Finished) -> str:
+    output = done.stderr + done.stdout
+    assert "Root Cause (first observed failure):" in output, done.describe()
+    return output.split("Root Cause (first observed failure):", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("mode", "where"),
+    [
+        ("skip", f"rank 1 in no collective, at hanging.py:{line_of('time.sleep(HANG)')}"),
+        ("loop", "rank 1 in no collective, at hanging.py:"),
+        ("gil", f"rank 1 did not answer (faulthandler: hanging.py:{line_of('PyDLL')} in hang)"),
+    ],
+)
+def test_the_roll_call_names_the_hung_rank_and_where_it_is(
+    jobs: dict[str, tuple[Finished, Path]], mode: str, where: str
+) -> None:
+    done, _ = jobs[mode]
+    line = roll_call(done)
+    waiting = f"ranks [0, 2] in all_reduce #2 at hanging.py:{line_of('the others wait here')}"
+    assert waiting in line, line
+    assert where in line, line
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_torchrun_names_the_hung_rank_as_the_root_cause(
+    jobs: dict[str, tuple[Finished, Path]], mode: str
+) -> None:
+    done, _ = jobs[mode]
+    cause = root_cause(done)
+    assert "rank      : 1 (local_rank: 1)" in cause, cause
+
+
+@pytest.mark.parametrize("mode", ["skip", "loop"])
+def test_each_rank_writes_its_own_report(jobs: dict[str, tuple[Finished, Path]], mode: str) -> None:
+    _, logs = jobs[mode]
+    reports = logs / "reports"
+    for rank in range(3):
+        text = (reports / f"rank-{rank}.txt").read_text()
+        assert text.startswith(f"rank {rank} on "), text
+        assert "hanging.py" in text
+    culprit = next(logs.glob("**/attempt_0/1/error.json"))
+    message = json.loads(culprit.read_text())["message"]["message"]
+    assert message.startswith("hang: rank 1 on "), message
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "soon", "inf", "nan"])
+def test_a_bad_hang_timeout_is_refused_before_any_communication(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("HELIOS_HANG_TIMEOUT", raw)
+
+    with pytest.raises(RendezvousConfigError, match="HELIOS_HANG_TIMEOUT"):
+        init()
+    assert not dist.is_initialized()
+
+
+def test_the_hang_timeout_argument_wins_over_the_variable() -> None:
+    assert hang_timeout_from(2.5, {"HELIOS_HANG_TIMEOUT": "9"}) == 2.5
+    assert hang_timeout_from(None, {"HELIOS_HANG_TIMEOUT": "9"}) == 9.0
+    assert hang_timeout_from(None, {}) is None
+
+
+def test_the_collectives_are_wrapped_only_while_the_watchdog_runs() -> None:
+    originals = {name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}
+    init()
+    try:
+        assert all(getattr(dist, name) is fn for name, fn in originals.items())
+    finally:
+        shutdown()
+    init(hang_timeout=30)
+    try:
+        assert dist.all_reduce is not originals["all_reduce"]
+        assert dist.all_reduce.__wrapped__ is originals["all_reduce"]  # type: ignore[attr-defined]
+    finally:
+        shutdown()
+    assert all(getattr(dist, name) is fn for name, fn in originals.items())
+    assert "helios-hang-watchdog" not in {t.name for t in sys.modules["threading"].enumerate()}

@@ -1,0 +1,45 @@
+"""Worker: rank 1 of a job hangs, as the test asks, while the others wait in an all-reduce.
+
+``HELIOS_TEST_HANG`` says how: ``skip`` (rank 1 skips the all-reduce and sleeps in
+Python), ``loop`` (rank 1 spins in a Python loop), ``gil`` (rank 1 sleeps in C holding
+the GIL). Run with ``HELIOS_HANG_TIMEOUT`` set, and a group timeout longer than it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from helios_pg import process_group
+from tests.support.worker import group_timeout
+
+HANGING_RANK = 1
+HANG = 25.0
+
+
+def hang(mode: str) -> None:
+    if mode == "skip":
+        time.sleep(HANG)  # where rank 1 is: the roll call must name this line
+    elif mode == "loop":
+        deadline = time.monotonic() + HANG
+        while time.monotonic() < deadline:  # spinning in Python
+            pass
+    elif mode == "gil":
+        ctypes.PyDLL(None).sleep(int(HANG))  # in C, with the GIL held
+
+
+def main() -> None:
+    mode = os.environ["HELIOS_TEST_HANG"]
+    with process_group(timeout=group_timeout()) as info:
+        dist.all_reduce(torch.ones(1))
+        if info.rank == HANGING_RANK:
+            hang(mode)
+        dist.all_reduce(torch.ones(1))  # the others wait here
+
+
+if __name__ == "__main__":
+    main()
