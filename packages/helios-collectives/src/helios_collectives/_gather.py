@@ -26,8 +26,12 @@ __all__ = ["UnevenGather", "gather_into_tensor", "gather_uneven"]
 
 
 def _check_size(size: object) -> tuple[int, ...]:
-    if type(size) is tuple and all(type(d) is int and d >= 0 for d in size):
-        return size  # the common call, checked in one pass
+    if type(size) is tuple:
+        for dim in size:
+            if type(dim) is not int or dim < 0:
+                break
+        else:
+            return size  # the common call, checked in one pass
     if isinstance(size, int) and not isinstance(size, bool):
         size = (size,)
     if not isinstance(size, (tuple, list, torch.Size)):
@@ -70,6 +74,7 @@ def gather_into_tensor(
     *,
     group: dist.ProcessGroup | None = None,
     validate: bool | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Gather the tensors across all processes and merge them into a single tensor.
 
@@ -89,16 +94,20 @@ def gather_into_tensor(
         validate: Exchange a description of the call first and raise on every rank
             when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
             that variable.
+        out: A preallocated result to gather into (a loop that gathers the same shape
+            again and again allocates nothing): contiguous, of shape ``size``, with the
+            input's dtype and device. Checked before anything is sent.
 
     Returns:
-        A new tensor of shape ``size`` with the input's dtype and device.
+        ``out`` when given, else a new tensor of shape ``size`` with the input's dtype
+        and device.
 
     Raises:
         ProcessGroupNotInitializedError: No process group is initialized (a
             ``RuntimeError``).
-        CollectiveArgumentError: ``size`` has the wrong element count (a
-            ``ValueError``, raised before any communication unless in validation
-            mode).
+        CollectiveArgumentError: ``size`` has the wrong element count, or ``out``
+            differs from the result in shape, dtype or device or is not contiguous (a
+            ``ValueError``, raised before any communication unless in validation mode).
         CollectiveMismatchError: In validation mode, the ranks' calls differ (a
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or ``size`` is not a tuple of ints.
@@ -122,14 +131,39 @@ def gather_into_tensor(
     problem = None
     if math.prod(shape) != world * tensor.numel():
         problem = _size_problem(tensor, shape, world)
+    elif out is not None:
+        problem = _out_problem(out, tensor, shape)
     if not validation_surely_off(validate) and validation_enabled(validate):
         fields = (*describe_tensors([tensor], is_list=False), ("size", str(shape)))
         run_with_problem(Description("gather_into_tensor", fields), problem, pg)
     elif problem is not None:
         raise CollectiveArgumentError(problem)
-    output = torch.empty(shape, dtype=tensor.dtype, device=tensor.device)
+    # new_empty: the input's dtype and device, without building a torch.device each call.
+    output = tensor.new_empty(shape) if out is None else out
     all_gather_flat(output, tensor if tensor.is_contiguous() else tensor.contiguous(), pg)
     return output
+
+
+def _out_problem(out: object, tensor: torch.Tensor, shape: tuple[int, ...]) -> str | None:
+    """What makes ``out`` unfit to hold the result, or None."""
+    if not isinstance(out, torch.Tensor):
+        return f"out must be a torch.Tensor or None, got {type(out).__name__}: {out!r}"
+    differences = []
+    if tuple(out.shape) != shape:
+        differences.append(f"shape {tuple(out.shape)} instead of {shape}")
+    if out.dtype != tensor.dtype:
+        differences.append(f"dtype {out.dtype} instead of {tensor.dtype}")
+    if out.device != tensor.device:
+        differences.append(f"device {out.device} instead of {tensor.device}")
+    if not out.is_contiguous():
+        differences.append(f"is not contiguous (stride {tuple(out.stride())})")
+    if not differences:
+        return None
+    return (
+        f"out must match the result of gathering a {tensor.dtype} tensor on {tensor.device} "
+        f"into size {shape}, but it has {'; '.join(differences)}; pass out=torch.empty("
+        f"{shape}, dtype={tensor.dtype}, device='{tensor.device}'), or out=None"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,8 +125,9 @@ def run_sweep(
                 tensor = torch.ones(elements, dtype=torch.float32, device=device)
                 moved = elements * 4 * world_size
                 shape = (elements * world_size,)
-
-                op = partial(gather_into_tensor, tensor, shape)
+                # Gathered into one preallocated result, as a training loop would.
+                out = torch.empty(shape, dtype=torch.float32, device=device)
+                op = partial(gather_into_tensor, tensor, shape, out=out)
 
             seconds = _timed(op, device, iters=iters, warmup=warmup)
             algbw = moved / seconds / 1e9
