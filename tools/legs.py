@@ -8,7 +8,10 @@ package index rather than ``uv.lock``, and runs pytest there:
   dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...);
 - ``top``: Python 3.13 with the newest of everything (the newest torch);
 - ``no-torch-3.10`` ... ``no-torch-3.13``: helios-env and helios-log alone, without
-  torch, and their tests.
+  torch, and their tests;
+- ``plugin-floor``: helios-pg's pytest plugin (``helios-pg[pytest]``) at the lowest
+  pytest it declares, ``pytest==8.0.*``, with the newest of everything else, and its
+  tests (``tests/pg/test_plugin.py``; add ``--pytest-args "-m ''"`` for the slow ones).
 
 Usage::
 
@@ -49,6 +52,7 @@ class Leg:
     packages: tuple[str, ...]
     tests: tuple[str, ...]
     resolution: str
+    pins: tuple[str, ...] = ()
 
 
 LEGS = {
@@ -59,6 +63,14 @@ LEGS = {
         *(
             Leg(f"no-torch-{v}", v, TORCH_FREE, ("tests/env", "tests/log"), "highest")
             for v in ("3.10", "3.11", "3.12", "3.13")
+        ),
+        Leg(
+            "plugin-floor",
+            "3.11",
+            ("helios-env", "helios-pg[pytest]"),
+            ("tests/pg/test_plugin.py",),
+            "highest",
+            pins=("pytest==8.0.*",),
         ),
     )
 }
@@ -141,6 +153,7 @@ def run_leg(leg: Leg, pytest_args: list[str]) -> None:
             "--resolution",
             leg.resolution,
             *editables,
+            *leg.pins,
             "--group",
             "pyproject.toml:test",
         ]

@@ -6,11 +6,14 @@ a fixture that cannot be sent, with a group timeout of its own, with warning fil
 with a bad marker), on fresh ranks and on reused ones, and leaves no process or
 temporary file behind; another shows that loading the plugin imports no torch; a third
 runs under pytest-xdist with four workers. The reused-ranks session and the xdist one
-are ``slow`` (they run in CI's launchers step).
+are ``slow`` (they run in CI's launchers step). The plugin declares the pytest it needs
+in helios-pg's ``pytest`` extra; tools/legs.py's ``plugin-floor`` leg runs this file at
+that floor, and the locked workspace at the newest pytest.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import tempfile
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.support.procs import plain_environment
 
@@ -288,6 +292,18 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     # Nothing left behind: no process of the session, no temporary file.
     assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []
     assert list(Path(session_env["TMPDIR"]).iterdir()) == []
+
+
+def test_the_pytest_extra_declares_the_floor_the_plugin_is_tested_at() -> None:
+    requirements = [Requirement(raw) for raw in importlib.metadata.requires("helios-pg") or []]
+    extra = [
+        f"{req.name}{req.specifier}"
+        for req in requirements
+        if req.marker is not None and req.marker.evaluate({"extra": "pytest"})
+    ]
+
+    # The plugin-floor leg of tools/legs.py pins pytest==8.0.*: change both together.
+    assert extra == ["pytest>=8"]
 
 
 def test_loading_the_plugin_imports_no_torch(

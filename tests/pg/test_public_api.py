@@ -1,8 +1,18 @@
-"""The public surface of helios_pg: exactly the names below, each documented."""
+"""The public surface of helios_pg: exactly the names below, each documented, loaded lazily.
+
+``helios_pg/__init__.py`` lists each name once, in a table of the modules that define
+them; its ``TYPE_CHECKING`` imports restate that table for type checkers and are held
+equal to it here. Importing the package imports neither torch nor pytest.
+"""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import helios_pg
 
@@ -42,3 +52,61 @@ def test_every_public_function_and_class_has_a_docstring() -> None:
     ]
 
     assert undocumented == []
+
+
+def type_checking_imports() -> set[tuple[str, str | None, str]]:
+    """``(name, alias, module)`` of each import under ``if TYPE_CHECKING:`` in __init__.py."""
+    tree = ast.parse(Path(helios_pg.__file__).read_text(encoding="utf-8"))
+    blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    ]
+    assert len(blocks) == 1, "helios_pg/__init__.py has one `if TYPE_CHECKING:` block"
+    found: set[tuple[str, str | None, str]] = set()
+    for node in blocks[0].body:
+        assert isinstance(node, ast.ImportFrom), ast.unparse(node)
+        assert node.module is not None
+        found.update((alias.name, alias.asname, node.module) for alias in node.names)
+    return found
+
+
+def test_the_type_checking_imports_reexport_exactly_the_lazy_table() -> None:
+    table = helios_pg._PUBLIC
+
+    # `from M import name as name`: mypy --strict takes only that form as a re-export.
+    assert type_checking_imports() == {(name, name, module) for name, module in table.items()}
+
+
+def test_every_lazy_name_is_defined_in_the_module_its_table_names() -> None:
+    wrong = {
+        name: defined
+        for name, module in helios_pg._PUBLIC.items()
+        if (defined := getattr(helios_pg, name).__module__) != module
+    }
+
+    assert wrong == {}
+
+
+IMPORT_AND_LIST = """
+import json, sys
+import helios_pg
+dir(helios_pg), helios_pg.__all__, helios_pg.__version__
+print(json.dumps(sorted({m.partition(".")[0] for m in sys.modules} & {"torch", "pytest"})))
+"""
+
+
+def test_importing_helios_pg_imports_neither_torch_nor_pytest() -> None:
+    # -I: no PYTHONPATH, no current directory: helios_pg as installed.
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", IMPORT_AND_LIST],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

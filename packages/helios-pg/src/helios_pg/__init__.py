@@ -16,35 +16,21 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from helios_pg._backend import default_backend
-    from helios_pg._device import local_device
-    from helios_pg._errors import (
-        BackendUnavailableError,
-        DeviceBindingError,
-        ProcessGroupInitError,
-        RendezvousConfigError,
-    )
-    from helios_pg._helios_ml import init_dist, is_dist_active, shutdown_dist
-    from helios_pg._init import init, process_group, shutdown
+    # What type checkers see of _PUBLIC (tests/pg/test_public_api.py holds them equal).
+    from helios_pg._backend import default_backend as default_backend
+    from helios_pg._device import local_device as local_device
+    from helios_pg._errors import BackendUnavailableError as BackendUnavailableError
+    from helios_pg._errors import DeviceBindingError as DeviceBindingError
+    from helios_pg._errors import ProcessGroupInitError as ProcessGroupInitError
+    from helios_pg._errors import RendezvousConfigError as RendezvousConfigError
+    from helios_pg._helios_ml import init_dist as init_dist
+    from helios_pg._helios_ml import is_dist_active as is_dist_active
+    from helios_pg._helios_ml import shutdown_dist as shutdown_dist
+    from helios_pg._init import init as init
+    from helios_pg._init import process_group as process_group
+    from helios_pg._init import shutdown as shutdown
 
-__all__ = [
-    "BackendUnavailableError",
-    "DeviceBindingError",
-    "ProcessGroupInitError",
-    "RendezvousConfigError",
-    "default_backend",
-    "init",
-    "init_dist",
-    "is_dist_active",
-    "local_device",
-    "process_group",
-    "shutdown",
-    "shutdown_dist",
-]
-
-__version__ = "0.1.0"
-
-_MODULES = {
+_PUBLIC = {
     "BackendUnavailableError": "helios_pg._errors",
     "DeviceBindingError": "helios_pg._errors",
     "ProcessGroupInitError": "helios_pg._errors",
@@ -58,10 +44,15 @@ _MODULES = {
     "shutdown": "helios_pg._init",
     "shutdown_dist": "helios_pg._helios_ml",
 }
+"""Each public name and the private module that defines it, imported on first use."""
+
+__all__ = list(_PUBLIC)
+
+__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    module = _MODULES.get(name)
+    module = _PUBLIC.get(name)
     if module is None:
         message = f"module 'helios_pg' has no attribute {name!r}"
         raise AttributeError(message)

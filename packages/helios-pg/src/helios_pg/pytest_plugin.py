@@ -1,8 +1,9 @@
 """pytest plugin: run a test on several ranks, each a process in one process group.
 
 Registered through the ``pytest11`` entry point, so installing helios-pg makes it
-available. Loading it imports neither torch nor the rest of helios-pg; both are
-imported when a test marked ``ranks`` runs.
+available. Loading it imports no torch and, of helios-pg, only the marker's definition;
+torch and the machinery that runs the ranks (``helios_pg._testing``) are imported when a
+test marked ``ranks`` runs.
 
 .. code-block:: python
 
@@ -45,6 +46,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from helios_pg._testing._marker import MARKER, MARKER_HELP
+
 if TYPE_CHECKING:
     from helios_env import DistributedInfo
 
@@ -55,8 +58,6 @@ __all__ = [
     "pytest_pyfunc_call",
     "pytest_sessionfinish",
 ]
-
-MARKER = "ranks"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,13 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the ``ranks`` marker."""
-    config.addinivalue_line(
-        "markers",
-        f"{MARKER}(n, *, timeout=60.0, group_timeout=None, backend=None): run the test on "
-        "n ranks, each a process in one process group formed by helios_pg.init, gloo on the "
-        "CPU unless backend= says otherwise; timeout= is the test's deadline, group_timeout= "
-        "the group's (helios-pg's plugin)",
-    )
+    config.addinivalue_line("markers", MARKER_HELP)
 
 
 @pytest.fixture
@@ -97,7 +92,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     marker = pyfuncitem.get_closest_marker(MARKER)
     if marker is None:
         return None
-    from helios_pg._ranks import run_on_ranks
+    from helios_pg._testing._parent import run_on_ranks
 
     config = pyfuncitem.config
     reuse = config.getoption("ranks_reuse")
@@ -109,6 +104,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Stop the ranks kept for reuse, if any test started them."""
-    ranks = sys.modules.get("helios_pg._ranks")
-    if ranks is not None:
-        ranks.close_pools()
+    parent = sys.modules.get("helios_pg._testing._parent")
+    if parent is not None:
+        parent.close_pools()

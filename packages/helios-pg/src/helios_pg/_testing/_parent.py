@@ -22,27 +22,25 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
-from helios_pg._rank_worker import DIST_INFO, Outcome, RankJob, main, serve
+from helios_pg._testing._marker import RanksSpec, read_marker
+from helios_pg._testing._rank import DIST_INFO, Outcome, RankJob, main, serve
 
-__all__ = ["DEFAULT_TIMEOUT", "close_pools", "run_on_ranks"]
+__all__ = ["close_pools", "run_on_ranks"]
 
-DEFAULT_TIMEOUT = 60.0
-_SIGNATURE = "timeout=60.0, group_timeout=None, backend=None"
 _STACK_WAIT = 1.0
 # After a rank fails, the others' outcomes are read until none has come for this long,
 # so that the report names the rank that failed first.
 _SETTLE = 1.0
 # pytest too: every rank imports the parent's main module (pytest) and the test module.
-_PRELOAD = ["torch", "torch.distributed", "pytest", "helios_pg._init", "helios_pg._rank_worker"]
+_PRELOAD = ["torch", "torch.distributed", "pytest", "helios_pg._init", "helios_pg._testing._rank"]
 _context: ForkServerContext | None = None
 
 
@@ -54,49 +52,6 @@ def _forkserver() -> ForkServerContext:
         context.set_forkserver_preload(_PRELOAD)
         _context = context
     return _context
-
-
-@dataclass(frozen=True)
-class _Spec:
-    world_size: int
-    timeout: float
-    group_timeout: float
-    backend: str | None
-
-
-def _bad_marker(message: str) -> NoReturn:
-    pytest.fail(f"{message}; the marker is ranks(n, *, {_SIGNATURE})", pytrace=False)
-
-
-def _seconds(marker: pytest.Mark, name: str, default: float) -> float:
-    value = marker.kwargs.get(name)
-    if value is None:
-        return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        _bad_marker(f"ranks({name}={value!r}) is not a positive, finite number of seconds")
-    return float(value)
-
-
-def _spec(marker: pytest.Mark) -> _Spec:
-    if len(marker.args) != 1 or isinstance(marker.args[0], bool):
-        _bad_marker(f"ranks{marker.args!r} does not name one number of ranks")
-    world_size = marker.args[0]
-    if not isinstance(world_size, int) or world_size < 1:
-        _bad_marker(f"ranks({world_size!r}) is not a positive number of ranks")
-    unknown = sorted(set(marker.kwargs) - {"timeout", "group_timeout", "backend"})
-    if unknown:
-        _bad_marker(f"ranks() got unknown arguments {unknown}")
-    timeout = _seconds(marker, "timeout", DEFAULT_TIMEOUT)
-    group_timeout = _seconds(marker, "group_timeout", timeout)
-    backend = marker.kwargs.get("backend")
-    if backend is not None and (not isinstance(backend, str) or not backend):
-        _bad_marker(f"ranks(backend={backend!r}) is not a backend name such as 'nccl'")
-    return _Spec(world_size, timeout, group_timeout, backend)
 
 
 def _arguments(item: pytest.Function) -> tuple[bytes, bool]:
@@ -157,7 +112,7 @@ def _stacks(directory: Path, processes: list[BaseProcess]) -> str:
 
 
 def _job(
-    item: pytest.Function, spec: _Spec, *, directory: Path, arguments: tuple[bytes, bool]
+    item: pytest.Function, spec: RanksSpec, *, directory: Path, arguments: tuple[bytes, bool]
 ) -> RankJob:
     config = item.config
     filters = [(arg, False) for arg in config.getini("filterwarnings")]
@@ -237,7 +192,7 @@ def run_on_ranks(item: pytest.Function, marker: pytest.Mark, *, reuse: bool) -> 
         reuse: Run it on ranks kept from the previous test of the same size, each
             with a fresh group; any outcome but a pass discards them.
     """
-    spec = _spec(marker)
+    spec = read_marker(marker)
     _check_backend(spec.world_size, spec.backend)
     arguments = _arguments(item)  # before anything is created: it may fail the test
     directory = Path(tempfile.mkdtemp(prefix="helios-ranks-"))
@@ -251,7 +206,7 @@ def run_on_ranks(item: pytest.Function, marker: pytest.Mark, *, reuse: bool) -> 
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run_reused(job: RankJob, directory: Path, spec: _Spec) -> None:
+def _run_reused(job: RankJob, directory: Path, spec: RanksSpec) -> None:
     # Ranks that once ran nccl keep CUDA initialized: kept apart from the gloo ones.
     key = (spec.world_size, spec.backend)
     pool = _pools.pop(key, None) or _Pool(_forkserver(), spec.world_size)
