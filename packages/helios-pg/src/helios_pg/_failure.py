@@ -143,18 +143,19 @@ class Reporter:
     pid: int = field(default_factory=os.getpid)
     previous: ExceptHook | None = None
     previous_thread: ThreadHook | None = None
-    kept: tuple[str, str] | None = None
+    kept: tuple[str, str, int] | None = None
     written: bool = False
     closed: bool = False
     pending: BaseException | None = None
     reported: BaseException | None = None
 
-    def publish(self, what: str) -> None:
+    def publish(self, what: str, timestamp: int | None = None) -> None:
         """Publish this rank as the job's first failure, unless another rank was first."""
         if self.store is None:
             return
         line = f"rank {self.rank} on {self.host} failed: {what}"
-        value = json.dumps({"line": line, "rank": self.rank, "timestamp": int(time.time())})
+        stamp = int(time.time()) if timestamp is None else timestamp
+        value = json.dumps({"line": line, "rank": self.rank, "timestamp": stamp})
         with contextlib.suppress(Exception):
             self.store.compare_set(self.key, "", value)
 
@@ -205,9 +206,12 @@ class Reporter:
             self.written = _write_error_file(path, message, callstack, timestamp)
 
     def keep(self, message: str, callstack: str) -> None:
-        """Keep a failure that is not the main thread's exception for the error file."""
+        """Keep a failure that is not the main thread's exception for the error file.
+
+        It is dated now, not at exit: the ranks that fail because of it are dated after.
+        """
         if self.kept is None:
-            self.kept = (message, callstack)
+            self.kept = (message, callstack, int(time.time()))
 
     def exiting(self, exc: SystemExit) -> None:
         """Publish a non-zero ``SystemExit`` passing through ``shutdown()``, and keep it."""
@@ -216,15 +220,15 @@ class Reporter:
         callstack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.keep(f"SystemExit: {exc.code}", callstack)
         if self.kept is not None:
-            self.publish(self.kept[0])
+            self.publish(self.kept[0], self.kept[2])
 
     def at_exit(self) -> None:
         """Write a kept failure to the error file, if nothing was written."""
         path = os.environ.get(ERROR_FILE_VARIABLE)
         if self.kept is None or self.written or not path or os.getpid() != self.pid:
             return
-        message, callstack = self.kept
-        self.written = _write_error_file(path, message, callstack, int(time.time()))
+        message, callstack, stamp = self.kept
+        self.written = _write_error_file(path, message, callstack, stamp)
 
 
 _reporter: Reporter | None = None
