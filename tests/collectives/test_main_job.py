@@ -108,3 +108,11 @@ def test_a_backend_that_cannot_run_here_exits_with_status_two_naming_the_fix() -
     )
     assert code == 2
     assert "backend='gloo'" in err
+
+
+def test_an_unknown_backend_exits_with_status_two_listing_the_backends_torch_offers() -> None:
+    code, _, err = _main_job("--no-bench", "--backend", "foo")
+    assert code == 2
+    assert "Traceback" not in err
+    assert "backend='foo'" in err
+    assert "'gloo'" in err

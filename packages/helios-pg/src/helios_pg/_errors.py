@@ -9,9 +9,15 @@ Hierarchy::
     └── RendezvousConfigError       several ranks, but nothing says where they meet
     RuntimeError                    torch could not do it: see the chained cause
     └── ProcessGroupInitError       the group could not be created (how many ranks
-                                    joined, a busy port, an unreachable rank 0)
+        │                           joined, a busy port, an unreachable rank 0)
+        └── JoinTimeoutError        (private) not every rank counted in at the store;
+                                    init turns it into a ProcessGroupInitError that
+                                    says how many did
 
-All are raised before any network activity, except ``ProcessGroupInitError``.
+All are raised before any network activity, except ``ProcessGroupInitError``. torch's
+own errors become these in one place, by type (``helios_pg._torch_errors``): its
+``ValueError`` (an ``init_method`` it refuses, checked before it connects anywhere)
+becomes ``RendezvousConfigError``, the rest ``ProcessGroupInitError``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailableError",
     "DeviceBindingError",
+    "JoinTimeoutError",
     "ProcessGroupInitError",
     "RendezvousConfigError",
 ]
@@ -38,3 +45,17 @@ class RendezvousConfigError(ValueError):
 
 class ProcessGroupInitError(RuntimeError):
     """torch.distributed could not create the process group; the cause is chained."""
+
+
+class JoinTimeoutError(ProcessGroupInitError):
+    """Not every rank counted in at the store within the timeout; never escapes ``init``.
+
+    Attributes:
+        joined: How many ranks had counted in, or None when the store was gone.
+        cause: What the wait for the others raised.
+    """
+
+    def __init__(self, joined: int | None, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.joined = joined
+        self.cause = cause
