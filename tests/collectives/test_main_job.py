@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import helios_pg
-from helios_collectives._main.sizes import SizeSpecError, format_bytes, parse_size, parse_sizes
+from helios_collectives._errors import SizeSpecError
+from helios_collectives._main.sizes import format_bytes, parse_size, parse_sizes
 from helios_collectives._main.sweep import bus_factor
 from tests.support.procs import base_env, run_processes, run_torchrun
 

@@ -48,7 +48,7 @@ def _check_size(size: object) -> tuple[int, ...]:
                 f"size must hold non-negative ints, got size[{index}]={dim} in {size!r}; "
                 "give every dimension explicitly (no -1)"
             )
-            raise ValueError(message)
+            raise CollectiveArgumentError(message)
     return tuple(cast("Sequence[int]", dims))
 
 
@@ -96,13 +96,12 @@ def gather_into_tensor(
     Raises:
         ProcessGroupNotInitializedError: No process group is initialized (a
             ``RuntimeError``).
-        CollectiveArgumentError: ``size`` has the wrong element count (a
-            ``ValueError``, raised before any communication unless in validation
-            mode).
+        CollectiveArgumentError: ``size`` holds a negative number (a ``ValueError``,
+            raised before any communication), or has the wrong element count (raised
+            before any communication unless in validation mode).
         CollectiveMismatchError: In validation mode, the ranks' calls differ (a
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or ``size`` is not a tuple of ints.
-        ValueError: ``size`` holds a negative number.
 
     Example::
 
