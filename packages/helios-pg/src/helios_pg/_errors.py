@@ -4,9 +4,11 @@ Hierarchy::
 
     ValueError                      the arguments or the environment are wrong: fix them
     ├── helios_env.LauncherEnvError a launcher variable is malformed (from helios-env)
-    ├── BackendUnavailableError     the backend cannot run here (nccl without CUDA)
+    ├── BackendUnavailableError     the backend cannot run here (nccl without CUDA, a
+    │                               name torch does not know); lists those it offers
     ├── DeviceBindingError          device_id or LOCAL_RANK does not fit the visible GPUs
-    └── RendezvousConfigError       several ranks, but nothing says where they meet
+    └── RendezvousConfigError       several ranks, but nothing says where they meet; a
+                                    rank out of range; an init_method torch refuses
     RuntimeError                    torch could not do it: see the chained cause
     └── ProcessGroupInitError       the group could not be created (how many ranks
         │                           joined, a busy port, an unreachable rank 0)
@@ -32,7 +34,10 @@ __all__ = [
 
 
 class BackendUnavailableError(ValueError):
-    """The requested backend cannot run in this process (nccl without CUDA, say)."""
+    """The requested backend cannot run in this process (nccl without CUDA, an unknown name).
+
+    The message names the fix and the backends this torch build offers.
+    """
 
 
 class DeviceBindingError(ValueError):
