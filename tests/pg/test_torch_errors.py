@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
+from helios_env import LauncherEnvError
 from helios_pg import (
     BackendUnavailableError,
     DeviceBindingError,
@@ -69,6 +70,7 @@ def test_each_torch_error_becomes_its_helios_class_chained_from_it(
     [
         BackendUnavailableError("b"),
         DeviceBindingError("d"),
+        LauncherEnvError("RANK", "x", "RANK must be a non-negative integer"),
         RendezvousConfigError("r"),
         ProcessGroupInitError("p"),
     ],

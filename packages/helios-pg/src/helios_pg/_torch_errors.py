@@ -18,6 +18,7 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
+from helios_env import LauncherEnvError
 from helios_pg._errors import (
     BackendUnavailableError,
     DeviceBindingError,
@@ -46,7 +47,13 @@ FROM_TORCH: tuple[tuple[type[BaseException], type[Exception]], ...] = (
 )
 """torch's error class and the helios-pg class it becomes, most specific first."""
 
-_OURS = (BackendUnavailableError, DeviceBindingError, ProcessGroupInitError, RendezvousConfigError)
+_OURS = (
+    BackendUnavailableError,
+    DeviceBindingError,
+    LauncherEnvError,
+    ProcessGroupInitError,
+    RendezvousConfigError,
+)
 _PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 
