@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import helios_pg
-from helios_collectives._main.sizes import SizeSpecError, format_bytes, parse_size, parse_sizes
+from helios_collectives._errors import SizeSpecError
+from helios_collectives._main.sizes import format_bytes, parse_size, parse_sizes
 from helios_collectives._main.sweep import bus_factor
 from tests.support.procs import base_env, run_processes, run_torchrun
 
@@ -108,3 +109,11 @@ def test_a_backend_that_cannot_run_here_exits_with_status_two_naming_the_fix() -
     )
     assert code == 2
     assert "backend='gloo'" in err
+
+
+def test_an_unknown_backend_exits_with_status_two_listing_the_backends_torch_offers() -> None:
+    code, _, err = _main_job("--no-bench", "--backend", "foo")
+    assert code == 2
+    assert "Traceback" not in err
+    assert "backend='foo'" in err
+    assert "'gloo'" in err

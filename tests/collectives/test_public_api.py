@@ -14,6 +14,7 @@ PUBLIC = [
     "ProcessGroupNotInitializedError",
     "UnevenGather",
     "VALIDATE_ENV_VAR",
+    "ValidationSettingError",
     "all_reduce_tensors",
     "barrier",
     "gather_into_tensor",

@@ -26,6 +26,7 @@ from helios_collectives import (
     CollectiveMismatchError,
     ProcessGroupNotInitializedError,
     UnevenGather,
+    ValidationSettingError,
     _barrier,
     all_reduce_tensors,
     barrier,
@@ -113,9 +114,12 @@ def test_gather_into_tensor_with_the_wrong_size_raises_before_any_communication(
 
 
 @pytest.mark.parametrize("size", [(-1,), (2, -1)])
-def test_gather_into_tensor_rejects_negative_sizes(world_of_one: None, size: tuple[int]) -> None:
-    with pytest.raises(ValueError, match="non-negative"):
+def test_gather_into_tensor_rejects_negative_sizes_before_any_communication(
+    world_of_one: None, no_communication: None, size: tuple[int]
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="non-negative") as info:
         gather_into_tensor(torch.ones(2), size)
+    assert isinstance(info.value, ValueError)
 
 
 @pytest.mark.parametrize("size", ["2", (2.0,), None])
@@ -334,12 +338,16 @@ def test_an_explicit_argument_beats_the_environment_variable(
     assert gathers == []
 
 
-def test_an_unreadable_environment_variable_is_a_value_error(
+def test_an_unreadable_environment_variable_is_a_validation_setting_error(
     world_of_one: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(VALIDATE_ENV_VAR, "maybe")
-    with pytest.raises(ValueError, match=f"{VALIDATE_ENV_VAR} must be 1 or 0.*'maybe'"):
+    with pytest.raises(
+        ValidationSettingError, match=f"{VALIDATE_ENV_VAR} must be 1 or 0.*'maybe'"
+    ) as info:
         all_reduce_tensors(torch.ones(2))
+    assert isinstance(info.value, ValueError)
+    assert info.value.value == "maybe"
 
 
 def test_validate_must_be_a_bool(world_of_one: None) -> None:
@@ -402,8 +410,9 @@ def test_barrier_at_world_one_passes_again_and_again(world_of_one: None) -> None
 
 @pytest.mark.parametrize("timeout", [0, -1.0, float("inf"), float("nan"), timedelta(0)])
 def test_barrier_timeout_must_be_positive_and_finite(timeout: Any) -> None:
-    with pytest.raises(ValueError, match="positive and finite"):
+    with pytest.raises(CollectiveArgumentError, match="positive and finite") as info:
         barrier(timeout)
+    assert isinstance(info.value, ValueError)
 
 
 def test_barrier_timeout_must_be_a_duration() -> None:
@@ -480,6 +489,8 @@ def test_errors_keep_their_attributes_through_pickling() -> None:
     timeout = BarrierTimeoutError("t", missing_ranks=(2, 3), timeout=timedelta(seconds=1))
     again = pickle.loads(pickle.dumps(timeout))
     assert (str(again), again.missing_ranks, again.timeout) == ("t", (2, 3), timedelta(seconds=1))
+    setting = pickle.loads(pickle.dumps(ValidationSettingError("s", value="maybe")))
+    assert (str(setting), setting.value) == ("s", "maybe")
 
 
 @pytest.mark.parametrize("name", helios_collectives.__all__)

@@ -221,6 +221,26 @@ def test_setup_rank_logging_logs_warnings_on_every_rank(
     assert recording_file.text == "[rank 1/4] shown\n"
 
 
+def test_setup_rank_logging_logs_despite_malformed_variables_it_does_not_print(
+    set_ranks: SetRanks,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_logger: logging.Logger,
+    recording_file: RecordingFile,
+) -> None:
+    setup_rank_logging(
+        stream=recording_file,
+        logger=fresh_logger,
+        fmt="%(rank_prefix)s %(local_rank)s/%(local_world_size)s %(message)s",
+    )
+    set_ranks(rank=1, world_size=4, local_rank=1, local_world_size=2)
+    monkeypatch.setenv("MASTER_PORT", "http")
+    monkeypatch.setenv("GROUP_RANK", "x")
+
+    fresh_logger.warning("shown")
+
+    assert recording_file.text == "[rank 1/4] 1/2 shown\n"
+
+
 def test_setup_rank_logging_default_format_names_rank_level_and_logger(
     fresh_logger: logging.Logger, recording_file: RecordingFile
 ) -> None:

@@ -19,6 +19,7 @@ import helios_pg
 from helios_env import DistributedInfo, LauncherEnvError, get_dist_info
 from helios_pg import (
     ProcessGroupInitError,
+    RendezvousConfigError,
     init,
     init_dist,
     is_dist_active,
@@ -380,6 +381,28 @@ def test_a_rendezvous_that_never_answers_is_a_runtime_error_naming_rank_and_addr
     assert "rank 1 of 2" in message
     assert f"rank 0, which hosts the rendezvous store at 127.0.0.1:{unused_port}" in message
     assert caught.value.__cause__ is not None
+    assert not dist.is_initialized()
+
+
+def test_an_init_method_torch_has_no_handler_for_is_named_once() -> None:
+    with pytest.raises(ProcessGroupInitError) as caught:
+        init(backend="gloo", init_method="bogus://x", world_size=1, rank=0)
+
+    message = str(caught.value)
+    assert "through the rendezvous of init_method='bogus://x'" in message
+    assert "rendezvous the rendezvous" not in message
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert not dist.is_initialized()
+
+
+def test_an_init_method_torch_refuses_is_a_rendezvous_config_error() -> None:
+    with pytest.raises(RendezvousConfigError) as caught:
+        init(backend="gloo", init_method="tcp://127.0.0.1", world_size=1, rank=0)
+
+    assert isinstance(caught.value, ValueError)
+    assert "init_method='tcp://127.0.0.1'" in str(caught.value)
+    assert "port number missing" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValueError)
     assert not dist.is_initialized()
 
 

@@ -124,6 +124,34 @@ def test_init_dist_for_one_hand_started_process_with_nccl_without_cuda_names_the
         init_dist(backend="nccl", rank=0, world_size=1)
 
 
+@pytest.mark.usefixtures("rank_one_of_two")
+@pytest.mark.parametrize(
+    ("backend", "named"),
+    [
+        ("foo", "no backend 'foo'"),
+        ("cpu:foo", "no backend 'foo'"),
+        ("gloo,nccl", "no backend 'gloo,nccl'"),
+        ("foo:gloo", "'foo' is not a torch device type"),
+        ("cpu:gloo,cpu:gloo", "'cpu' is given twice"),
+    ],
+)
+def test_init_with_an_unknown_backend_lists_the_backends_torch_offers(
+    backend: str, named: str
+) -> None:
+    with promptly(), pytest.raises(BackendUnavailableError) as caught:
+        init(backend=backend, timeout=PEER_TIMEOUT)
+
+    message = str(caught.value)
+    assert named in message
+    assert "'gloo'" in message
+    assert "'cpu:gloo,cuda:nccl'" in message
+
+
+def test_init_dist_with_an_unknown_backend_lists_the_backends_torch_offers() -> None:
+    with promptly(), pytest.raises(BackendUnavailableError, match="'gloo'"):
+        init_dist(backend="foo", rank=0, world_size=1)
+
+
 @NO_CUDA
 @pytest.mark.usefixtures("rank_one_of_two")
 @pytest.mark.parametrize(
@@ -185,11 +213,13 @@ def test_init_rejects_a_rank_outside_a_world_of_one() -> None:
     ],
 )
 def test_init_dist_requires_rank_and_world_size_together(call: Callable[[], None]) -> None:
-    with promptly(), pytest.raises(ValueError, match="rank and world_size"):
+    with promptly(), pytest.raises(RendezvousConfigError, match="rank and world_size"):
         call()
 
 
 @pytest.mark.parametrize(("rank", "world_size"), [(2, 2), (-1, 2), (0, 0)])
-def test_init_dist_rejects_a_rank_outside_the_world(rank: int, world_size: int) -> None:
-    with promptly(), pytest.raises(ValueError, match=f"rank={rank}"):
+def test_init_dist_rejects_a_rank_outside_the_world_as_init_does(
+    rank: int, world_size: int
+) -> None:
+    with promptly(), pytest.raises(RendezvousConfigError, match=f"rank={rank}"):
         init_dist(backend="gloo", rank=rank, world_size=world_size)

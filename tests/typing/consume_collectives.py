@@ -22,6 +22,7 @@ from helios_collectives import (
     CollectiveMismatchError,
     ProcessGroupNotInitializedError,
     UnevenGather,
+    ValidationSettingError,
     all_reduce_tensors,
     barrier,
     gather_into_tensor,
@@ -77,6 +78,10 @@ def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
     except CollectiveArgumentError as error:
         argument_error: ValueError = error
         print(argument_error)
+    except ValidationSettingError as error:
+        assert_type(error.value, str)
+        setting_error: ValueError = error
+        print(setting_error)
     except ProcessGroupNotInitializedError as error:
         not_initialized: RuntimeError = error
         print(not_initialized)

@@ -16,6 +16,7 @@ from helios_collectives._errors import (
     CollectiveArgumentError,
     CollectiveMismatchError,
     ProcessGroupNotInitializedError,
+    ValidationSettingError,
 )
 from helios_collectives._gather import UnevenGather, gather_into_tensor, gather_uneven
 from helios_collectives._reduce import all_reduce_tensors
@@ -29,6 +30,7 @@ __all__ = [
     "CollectiveMismatchError",
     "ProcessGroupNotInitializedError",
     "UnevenGather",
+    "ValidationSettingError",
     "all_reduce_tensors",
     "barrier",
     "gather_into_tensor",

@@ -115,7 +115,7 @@ def _as_timedelta(timeout: object) -> timedelta:
         raise TypeError(message)
     if not (seconds > 0 and math.isfinite(seconds)):
         message = f"timeout must be positive and finite, got {timeout!r}"
-        raise ValueError(message)
+        raise CollectiveArgumentError(message)
     return timedelta(seconds=seconds)
 
 
@@ -228,9 +228,10 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
         BarrierError: The store could not be reached, as when the process that hosts
             it (rank 0 of a hand-started job, or torchrun's agent) died (a
             ``RuntimeError``).
+        CollectiveArgumentError: ``timeout`` is not positive and finite (a
+            ``ValueError``, raised before anything is sent).
         TypeError: ``timeout`` is not a timedelta or number, or ``group`` is not a
             process group.
-        ValueError: ``timeout`` is not positive and finite.
 
     Example::
 

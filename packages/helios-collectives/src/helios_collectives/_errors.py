@@ -4,9 +4,13 @@ Hierarchy::
 
     ValueError                          the call is wrong: fix the arguments
     ├── CollectiveArgumentError         wrong on this rank (size, empty list, AVG of
-    │                                   integers, overlapping memory, async_op)
-    └── CollectiveMismatchError         ranks disagree on the call (validation mode and
-                                        gather_uneven); the same error on every rank
+    │                                   integers, overlapping memory, async_op, a
+    │                                   barrier timeout that is not positive)
+    ├── CollectiveMismatchError         ranks disagree on the call (validation mode and
+    │                                   gather_uneven); the same error on every rank
+    ├── ValidationSettingError          HELIOS_VALIDATE_COLLECTIVES is neither on nor off
+    └── SizeSpecError                   (private) a --sizes value of the main job that
+                                        cannot be parsed; it exits with status 2
     RuntimeError                        the group cannot do it now
     ├── ProcessGroupNotInitializedError no process group: call helios_pg.init()
     └── BarrierError                    barrier(timeout) could not complete
@@ -26,6 +30,8 @@ __all__ = [
     "CollectiveArgumentError",
     "CollectiveMismatchError",
     "ProcessGroupNotInitializedError",
+    "SizeSpecError",
+    "ValidationSettingError",
 ]
 
 
@@ -81,6 +87,32 @@ def _rebuild_mismatch(
         disagreeing_ranks=disagreeing_ranks,
         differences=differences,
     )
+
+
+class ValidationSettingError(ValueError):
+    """``HELIOS_VALIDATE_COLLECTIVES`` holds a value that is neither on nor off.
+
+    Raised by the first call that reads it, on each rank where it is set so, before
+    anything is sent.
+
+    Attributes:
+        value: The variable's value as set.
+    """
+
+    def __init__(self, message: str, *, value: str) -> None:
+        super().__init__(message)
+        self.value = value
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_setting, (str(self), self.value)
+
+
+def _rebuild_setting(message: str, value: str) -> ValidationSettingError:
+    return ValidationSettingError(message, value=value)
+
+
+class SizeSpecError(ValueError):
+    """A ``--sizes`` value of ``python -m helios_collectives`` that cannot be parsed."""
 
 
 class ProcessGroupNotInitializedError(RuntimeError):

@@ -52,7 +52,7 @@ def _check_size(size: object) -> tuple[int, ...]:
                 f"size must hold non-negative ints, got size[{index}]={dim} in {size!r}; "
                 "give every dimension explicitly (no -1)"
             )
-            raise ValueError(message)
+            raise CollectiveArgumentError(message)
     return tuple(cast("Sequence[int]", dims))
 
 
@@ -105,13 +105,13 @@ def gather_into_tensor(
     Raises:
         ProcessGroupNotInitializedError: No process group is initialized (a
             ``RuntimeError``).
-        CollectiveArgumentError: ``size`` has the wrong element count, or ``out``
-            differs from the result in shape, dtype or device or is not contiguous (a
-            ``ValueError``, raised before any communication unless in validation mode).
+        CollectiveArgumentError: ``size`` holds a negative number (a ``ValueError``,
+            raised before any communication), or has the wrong element count, or ``out``
+            differs from the result in shape, dtype or device or is not contiguous (raised
+            before any communication unless in validation mode).
         CollectiveMismatchError: In validation mode, the ranks' calls differ (a
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or ``size`` is not a tuple of ints.
-        ValueError: ``size`` holds a negative number.
 
     Example::
 

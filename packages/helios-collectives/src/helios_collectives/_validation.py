@@ -28,7 +28,11 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._checks import positions
-from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
+from helios_collectives._errors import (
+    CollectiveArgumentError,
+    CollectiveMismatchError,
+    ValidationSettingError,
+)
 from helios_collectives._group import control_device, global_ranks
 from helios_collectives._torch import all_gather_flat
 
@@ -101,7 +105,8 @@ def validation_enabled(validate: bool | None) -> bool:
 
     Raises:
         TypeError: ``validate`` is neither a bool nor None.
-        ValueError: ``HELIOS_VALIDATE_COLLECTIVES`` is set to something unreadable.
+        ValidationSettingError: ``HELIOS_VALIDATE_COLLECTIVES`` is set to something
+            that is neither on nor off (a ``ValueError``).
     """
     if validate is not None:
         if not isinstance(cast(object, validate), bool):
@@ -120,7 +125,7 @@ def validation_enabled(validate: bool | None) -> bool:
         f"{VALIDATE_ENV_VAR} must be 1 or 0 (or true/false, yes/no, on/off), got {raw!r}; "
         f"set {VALIDATE_ENV_VAR}=1 to validate every collective or unset it"
     )
-    raise ValueError(message)
+    raise ValidationSettingError(message, value=raw)
 
 
 def _shorten(value: str) -> str:

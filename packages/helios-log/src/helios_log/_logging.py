@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from helios_env import DistributedInfo, get_dist_info
+from helios_env import get_global_rank, get_local_rank, get_local_world_size, get_world_size
 from helios_log._print import SupportsWrite
 from helios_log._ranks import check_rank, current_rank
 
@@ -38,13 +38,16 @@ def _level(value: object, name: str) -> int:
     raise ValueError(message)
 
 
-def _fields(info: DistributedInfo) -> dict[str, object]:
+def _fields() -> dict[str, object]:
+    # The four values printed, each from its own query: a malformed variable that none
+    # of them reads (MASTER_PORT, GROUP_RANK) never stops a log line.
+    rank, world_size = get_global_rank(), get_world_size()
     return {
-        "rank": info.rank,
-        "world_size": info.world_size,
-        "local_rank": info.local_rank,
-        "local_world_size": info.local_world_size,
-        "rank_prefix": f"[rank {info.rank}/{info.world_size}]",
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": get_local_rank(),
+        "local_world_size": get_local_world_size(),
+        "rank_prefix": f"[rank {rank}/{world_size}]",
     }
 
 
@@ -132,7 +135,9 @@ class RankFieldsFilter(logging.Filter):
     Each record gains ``rank``, ``world_size``, ``local_rank``, ``local_world_size``
     and ``rank_prefix`` (such as ``[rank 1/4]``), read through helios-env when the
     record is handled, so ``%(rank_prefix)s %(message)s`` works before and after the
-    process group exists. Attach it to the handler whose formatter uses the fields.
+    process group exists. Only the variables behind those four values are read and
+    validated: a malformed ``MASTER_PORT``, say, never stops a log line. Attach it to
+    the handler whose formatter uses the fields.
 
     Example::
 
@@ -162,9 +167,10 @@ class RankFieldsFilter(logging.Filter):
             True: every record passes.
 
         Raises:
-            helios_env.LauncherEnvError: A launcher variable is malformed.
+            helios_env.LauncherEnvError: A variable behind one of the four values (such
+                as ``RANK`` or ``LOCAL_WORLD_SIZE``) is malformed.
         """
-        record.__dict__.update(_fields(get_dist_info()))
+        record.__dict__.update(_fields())
         return True
 
 

@@ -1,4 +1,4 @@
-"""Backend selection: nccl when CUDA is available, else gloo."""
+"""Backend selection: nccl when CUDA is available, else gloo; and what this torch offers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import torch.distributed as dist
 
 from helios_pg._errors import BackendUnavailableError
 
-__all__ = ["check_backend", "default_backend"]
+__all__ = ["check_backend", "default_backend", "offered_backends"]
+
+_BUILT_IN = ("gloo", "nccl", "mpi", "ucc", "xccl")
+_DEVICE_MAP = "a device map such as 'cpu:gloo,cuda:nccl'"
 
 
 def default_backend() -> str:
@@ -19,13 +22,50 @@ def default_backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
+def offered_backends() -> tuple[str, ...]:
+    """Name the backends this torch build offers: built in and available, or registered.
+
+    Returns:
+        Such as ``("gloo", "nccl")``: the built-in backends whose
+        ``torch.distributed.is_backend_available`` is true, then any registered with
+        ``torch.distributed.Backend.register_backend``.
+    """
+    built_in = [name for name in _BUILT_IN if dist.is_backend_available(name)]
+    plugins: dict[str, object] = getattr(dist.Backend, "_plugins", {})
+    return (*built_in, *(name.lower() for name in plugins if name.lower() not in built_in))
+
+
+def _unknown(backend: str, what: str) -> BackendUnavailableError:
+    message = (
+        f"backend={backend!r}: {what}. This torch build ({torch.__version__}) offers "
+        f"{', '.join(map(repr, offered_backends()))}, or {_DEVICE_MAP}; pass one of them, "
+        "or omit backend to choose automatically"
+    )
+    return BackendUnavailableError(message)
+
+
 def _backend_names(backend: str) -> list[str]:
-    # Accepts plain names ("gloo") and device maps ("cpu:gloo,cuda:nccl").
-    names = []
-    for part in backend.split(","):
-        name = part.split(":", 1)[-1].strip().lower()
-        if name:
-            names.append(name)
+    # As torch reads it: a string without a colon is one name ("gloo"), one with a
+    # colon a device map ("cpu:gloo,cuda:nccl").
+    if ":" not in backend:
+        name = backend.strip().lower()
+        if not name:
+            raise _unknown(backend, "names no backend")
+        return [name]
+    names, devices = [], set()
+    for pair in backend.split(","):
+        parts = [part.strip().lower() for part in pair.split(":")]
+        if len(parts) != 2 or not all(parts):
+            raise _unknown(backend, f"{pair!r} is not a device:backend pair")
+        device, name = parts
+        try:
+            torch.device(device)
+        except RuntimeError:
+            raise _unknown(backend, f"{device!r} is not a torch device type") from None
+        if device in devices:
+            raise _unknown(backend, f"the device {device!r} is given twice")
+        devices.add(device)
+        names.append(name)
     return names
 
 
@@ -40,25 +80,19 @@ def check_backend(backend: str) -> str:
         The backend string, unchanged.
 
     Raises:
-        BackendUnavailableError: The backend needs CUDA and CUDA is not available, or
-            this torch build does not include it.
+        BackendUnavailableError: torch knows no such backend (the message lists those
+            it offers), the backend needs CUDA and CUDA is not available, or this torch
+            build does not include it.
     """
-    names = _backend_names(backend)
-    if not names:
-        message = f"backend={backend!r} names no backend; pass 'gloo', 'nccl', or omit it"
-        raise BackendUnavailableError(message)
-    for name in names:
+    for name in _backend_names(backend):
         if name == "nccl" and not torch.cuda.is_available():
             message = (
                 f"backend={backend!r} needs CUDA, but torch.cuda.is_available() is False in "
                 "this process; pass backend='gloo' or omit backend to choose automatically"
             )
             raise BackendUnavailableError(message)
-        known = name in {"gloo", "nccl", "mpi", "ucc", "xccl"}
-        if known and not dist.is_backend_available(name):
-            message = (
-                f"backend={backend!r}: this torch build ({torch.__version__}) does not "
-                f"include {name}; pass backend='gloo' or omit backend to choose automatically"
-            )
-            raise BackendUnavailableError(message)
+        if name == "undefined" or name not in dist.Backend.backend_list:
+            raise _unknown(backend, f"torch has no backend {name!r}")
+        if name in _BUILT_IN and not dist.is_backend_available(name):
+            raise _unknown(backend, f"{name} is not built into this torch, or cannot run here")
     return backend

@@ -4,14 +4,22 @@ Hierarchy::
 
     ValueError                      the arguments or the environment are wrong: fix them
     ├── helios_env.LauncherEnvError a launcher variable is malformed (from helios-env)
-    ├── BackendUnavailableError     the backend cannot run here (nccl without CUDA)
+    ├── BackendUnavailableError     the backend cannot run here (nccl without CUDA, a
+    │                               name torch does not know); lists those it offers
     ├── DeviceBindingError          device_id or LOCAL_RANK does not fit the visible GPUs
-    └── RendezvousConfigError       several ranks, but nothing says where they meet
+    └── RendezvousConfigError       several ranks, but nothing says where they meet; a
+                                    rank out of range; an init_method torch refuses
     RuntimeError                    torch could not do it: see the chained cause
     └── ProcessGroupInitError       the group could not be created (how many ranks
-                                    joined, a busy port, an unreachable rank 0)
+        │                           joined, a busy port, an unreachable rank 0)
+        └── JoinTimeoutError        (private) not every rank counted in at the store;
+                                    init turns it into a ProcessGroupInitError that
+                                    says how many did
 
-All are raised before any network activity, except ``ProcessGroupInitError``.
+All are raised before any network activity, except ``ProcessGroupInitError``. torch's
+own errors become these in one place, by type (``helios_pg._torch_errors``): its
+``ValueError`` (an ``init_method`` it refuses, checked before it connects anywhere)
+becomes ``RendezvousConfigError``, the rest ``ProcessGroupInitError``.
 """
 
 from __future__ import annotations
@@ -19,13 +27,17 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailableError",
     "DeviceBindingError",
+    "JoinTimeoutError",
     "ProcessGroupInitError",
     "RendezvousConfigError",
 ]
 
 
 class BackendUnavailableError(ValueError):
-    """The requested backend cannot run in this process (nccl without CUDA, say)."""
+    """The requested backend cannot run in this process (nccl without CUDA, an unknown name).
+
+    The message names the fix and the backends this torch build offers.
+    """
 
 
 class DeviceBindingError(ValueError):
@@ -38,3 +50,17 @@ class RendezvousConfigError(ValueError):
 
 class ProcessGroupInitError(RuntimeError):
     """torch.distributed could not create the process group; the cause is chained."""
+
+
+class JoinTimeoutError(ProcessGroupInitError):
+    """Not every rank counted in at the store within the timeout; never escapes ``init``.
+
+    Attributes:
+        joined: How many ranks had counted in, or None when the store was gone.
+        cause: What the wait for the others raised.
+    """
+
+    def __init__(self, joined: int | None, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.joined = joined
+        self.cause = cause

@@ -7,6 +7,7 @@ import os
 import torch.distributed as dist
 
 from helios_pg._backend import check_backend
+from helios_pg._errors import RendezvousConfigError
 from helios_pg._init import init, shutdown
 
 __all__ = [
@@ -40,23 +41,29 @@ def init_dist(
         world_size: The number of processes, for hand-started processes.
 
     Raises:
-        ValueError: Only one of ``rank`` and ``world_size`` is given, either is out of
-            range, or the backend cannot run here (nccl without CUDA names the fix).
-        RuntimeError: PyTorch could not create the process group.
+        RendezvousConfigError: Only one of ``rank`` and ``world_size`` is given, or
+            either is out of range (a ``ValueError``, as from :func:`init`).
+        BackendUnavailableError: The backend cannot run here: nccl without CUDA names
+            the fix, an unknown name lists the backends torch offers (a
+            ``ValueError``).
+        helios_env.LauncherEnvError: A launcher variable is malformed (a
+            ``ValueError``).
+        ProcessGroupInitError: PyTorch could not create the process group (a
+            ``RuntimeError``).
     """
     if (rank is None) != (world_size is None):
         message = (
             f"pass both rank and world_size or neither, got rank={rank!r} and "
             f"world_size={world_size!r}; omit both under torchrun"
         )
-        raise ValueError(message)
+        raise RendezvousConfigError(message)
     check_backend(backend)
     if rank is None or world_size is None:
         init(backend=backend)
         return
     if world_size < 1 or not 0 <= rank < world_size:
         message = f"need 0 <= rank < world_size, got rank={rank} and world_size={world_size}"
-        raise ValueError(message)
+        raise RendezvousConfigError(message)
     if world_size > 1:
         os.environ.setdefault("MASTER_ADDR", DEFAULT_MASTER_ADDR)
         os.environ.setdefault("MASTER_PORT", DEFAULT_MASTER_PORT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -29,16 +29,9 @@ from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 from helios_pg._failure import install as install_reporter
 from helios_pg._failure import uninstall as uninstall_reporter
 from helios_pg._layout import exchange_hosts, layout_of
-from helios_pg._rendezvous import (
-    EnvStore,
-    JoinTimeoutError,
-    Meeting,
-    default_timeout,
-    explain_failure,
-    open_store,
-    side_channel,
-)
+from helios_pg._rendezvous import EnvStore, Meeting, default_timeout, open_store, side_channel
 from helios_pg._torch import destroy_without_deadlock
+from helios_pg._torch_errors import explain_failure, map_torch_errors
 from helios_pg._watchdog import hang_timeout_from
 from helios_pg._watchdog import start as start_watchdog
 from helios_pg._watchdog import stop as stop_watchdog
@@ -71,6 +64,14 @@ def _check_rank_arguments(world_size: int, rank: int) -> None:
             f"world_size={world_size}"
         )
         raise RendezvousConfigError(message)
+
+
+def _local_store(rank: int) -> dict[str, Any]:
+    """The arguments of a direct world of one: a local ``HashStore``, no port."""
+    if rank not in (-1, 0):
+        message = f"rank={rank} is out of range for a world size of one; pass rank=0"
+        raise RendezvousConfigError(message)
+    return {"store": HashStore(), "world_size": 1, "rank": 0}
 
 
 def _mpi_rendezvous(rank: int, addr: str | None, port: int | None) -> tuple[str, int] | None:
@@ -180,16 +181,20 @@ def _release_gloo() -> None:
     _chosen_interface = None
 
 
-def _learn(store: Any, prefix: str, rank: int, world_size: int, wait: timedelta) -> Layout:
-    try:
-        return layout_of(exchange_hosts(store, prefix, rank, world_size, wait), rank)
-    except (RuntimeError, ValueError, TimeoutError) as exc:
-        message = (
-            f"rank {rank} of {world_size} joined the group, but the ranks' host names were not "
-            f"all exchanged within {wait.total_seconds():g} s ({exc}); a rank died or hangs "
-            "right after the rendezvous"
+def _exchange_failed(rank: int, world_size: int, wait: timedelta) -> Callable[[BaseException], str]:
+    def explain(exc: BaseException) -> str:
+        return (
+            f"rank {rank} of {world_size} joined the group, but the ranks' host names were "
+            f"not all exchanged within {wait.total_seconds():g} s ({exc}); a rank died or "
+            "hangs right after the rendezvous"
         )
-        raise ProcessGroupInitError(message) from exc
+
+    return explain
+
+
+def _learn(store: Any, prefix: str, rank: int, world_size: int, wait: timedelta) -> Layout:
+    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
+        return layout_of(exchange_hosts(store, prefix, rank, world_size, wait), rank)
 
 
 def _prepare_nodes(
@@ -240,9 +245,11 @@ def _after_init(
         )
 
 
-def _hang_timeout(argument: float | None) -> float | None:
+def _check_arguments(world_size: int, rank: int, hang_timeout: float | None) -> float | None:
+    """Check init's own arguments before anything is sent; return the hang timeout."""
+    _check_rank_arguments(world_size, rank)
     try:
-        return hang_timeout_from(argument)
+        return hang_timeout_from(hang_timeout)
     except ValueError as exc:
         raise RendezvousConfigError(str(exc)) from None
 
@@ -255,34 +262,24 @@ def _learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | No
     getter = getattr(dist.distributed_c10d, "_get_default_store", None)
     if world_size == 1 or not (unknown or assumed) or getter is None:
         return None
-    store = getter()
-    generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
-    return _learn(store, f"helios_pg/layout/{generation}", dist.get_rank(), world_size, wait)
+    store, rank = getter(), dist.get_rank()
+    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
+        generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
+    return _learn(store, f"helios_pg/layout/{generation}", rank, world_size, wait)
 
 
 def _connect_env(
     meeting: Meeting, rank: int, world_size: int, timeout: timedelta | None, backend: str
 ) -> EnvStore:
     wait = timeout if timeout is not None else default_timeout(backend)
-    try:
-        return open_store(meeting, rank, world_size, wait)
-    except (ProcessGroupInitError, RendezvousConfigError):
-        raise  # already says what went wrong
-    except (RuntimeError, ValueError, TimeoutError) as exc:
-        joined: int | None = None
-        cause: BaseException = exc
-        if isinstance(exc, JoinTimeoutError):
-            joined, cause = exc.joined, exc.cause
-        message = explain_failure(
-            cause,
-            backend=backend,
-            world_size=world_size,
-            rank=rank,
-            timeout=wait,
-            meeting=meeting,
-            joined=joined,
+
+    def explain(exc: BaseException) -> str:
+        return explain_failure(
+            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait, meeting=meeting
         )
-        raise ProcessGroupInitError(message) from cause
+
+    with map_torch_errors(explain):
+        return open_store(meeting, rank, world_size, wait)
 
 
 def init(
@@ -348,9 +345,11 @@ def init(
         DeviceBindingError: ``device_id`` is incompatible with CUDA availability, or
             ``LOCAL_RANK`` names a GPU that is not visible (a ``ValueError``).
         BackendUnavailableError: The backend cannot run here, such as nccl without
-            CUDA (a ``ValueError``).
+            CUDA, or torch has no backend of that name; the message lists those it
+            offers (a ``ValueError``).
         RendezvousConfigError: Several processes are expected but nothing says where
-            they meet, or the derived address is not rank 0's host (a ``ValueError``).
+            they meet, ``rank`` or ``world_size`` is out of range, the derived address
+            is not rank 0's host, or torch refused ``init_method`` (a ``ValueError``).
         ProcessGroupInitError: torch.distributed is unavailable, the rendezvous port is
             taken, the store serves another job, or PyTorch could not create the group
             (a ``RuntimeError``; the cause is chained).
@@ -374,8 +373,7 @@ def init(
         if device is not None:
             torch.cuda.set_device(device)
         return
-    _check_rank_arguments(world_size, rank)
-    hang = _hang_timeout(hang_timeout)
+    hang = _check_arguments(world_size, rank, hang_timeout)
     env_info = report.info
     launched = report.launcher is not Launcher.NONE
     explicit_world = world_size != -1
@@ -400,10 +398,7 @@ def init(
         "store": store,
     }
     if direct_single:
-        if rank not in (-1, 0):
-            message = f"rank={rank} is out of range for a world size of one; pass rank=0"
-            raise RendezvousConfigError(message)
-        kwargs.update(store=HashStore(), world_size=1, rank=0)
+        kwargs.update(_local_store(rank))
     elif _needs_rendezvous_from_env(init_method, store):
         env_rank = rank if rank != -1 else env_info.rank
         need_rank = rank == -1 and report.launcher is Launcher.NONE
@@ -423,29 +418,35 @@ def init(
         torch.cuda.set_device(device)
         if "nccl" in chosen.lower():
             kwargs["device_id"] = device
-    try:
-        dist.init_process_group(**kwargs)
-    except (RuntimeError, ValueError) as exc:
-        if dist.is_initialized():
-            destroy_without_deadlock()
-        message = explain_failure(
+    joined: int | None = None
+
+    def explain(exc: BaseException) -> str:
+        return explain_failure(
             exc,
             backend=chosen,
             world_size=effective_world,
             rank=rank if rank != -1 else env_info.rank,
             timeout=timeout,
             meeting=meeting,
-            joined=env_store.joined() if env_store is not None else None,
+            init_method=init_method,
+            joined=joined,
         )
-        # Drop the store here, not when the traceback goes: rank 0's store listens on
-        # MASTER_PORT, and a retry must be able to bind it again.
-        env_store = None
-        kwargs.clear()
-        raise ProcessGroupInitError(message) from exc
+
+    with map_torch_errors(explain):
+        try:
+            dist.init_process_group(**kwargs)
+        except Exception:
+            if dist.is_initialized():
+                destroy_without_deadlock()
+            _release_gloo()
+            joined = env_store.joined() if env_store is not None else None
+            # Drop the store here, not when the traceback goes: rank 0's store listens
+            # on MASTER_PORT, and a retry must be able to bind it again.
+            env_store = None
+            kwargs.clear()
+            raise
     if layout is None and not direct_single and meeting is None:
-        layout = _learn_after_init(
-            report, timeout if timeout is not None else default_timeout(chosen)
-        )
+        layout = _learn_after_init(report, timeout or default_timeout(chosen))
     _after_init(layout, meeting, env_store, report_failures=report_failures, hang=hang)
 
 

@@ -17,7 +17,6 @@ steps before the group forms:
 from __future__ import annotations
 
 import os
-import re
 import socket
 import time
 from collections.abc import Callable
@@ -25,28 +24,23 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import torch.distributed as dist
 from torch._C._distributed_c10d import PrefixStore, TCPStore
 from torch.distributed import constants
 
-from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
+from helios_pg._errors import JoinTimeoutError, ProcessGroupInitError, RendezvousConfigError
 
 __all__ = [
     "JOB_KEY",
     "EnvStore",
-    "JoinTimeoutError",
     "Meeting",
     "check_own_address",
     "default_timeout",
-    "explain_failure",
     "open_store",
     "side_channel",
 ]
 
 JOB_KEY = "helios_pg/job"
 _HOST_GRACE = timedelta(seconds=2)
-_PORT_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
-_CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 
 
 @dataclass(frozen=True)
@@ -64,15 +58,6 @@ class Meeting:
         """``host:port`` of the store."""
         host = f"[{self.addr}]" if ":" in self.addr else self.addr
         return f"{host}:{self.port}"
-
-
-class JoinTimeoutError(RuntimeError):
-    """Not every rank counted in at the store within the timeout."""
-
-    def __init__(self, joined: int | None, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.joined = joined
-        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -179,7 +164,10 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
 
     Raises:
         RendezvousConfigError: Rank 0 is not on the host the address names.
-        ProcessGroupInitError: The port is taken, or the store serves another job.
+        ProcessGroupInitError: The store serves another job.
+        JoinTimeoutError: Not every rank counted in within the timeout.
+        RuntimeError: torch's own, when the port is taken or rank 0 cannot be reached
+            (``init`` maps it, see ``helios_pg._torch_errors``).
     """
     # Under torchrun the agent on the first node already serves MASTER_ADDR:MASTER_PORT.
     agent = _uses_agent_store(meeting)
@@ -187,7 +175,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     if hosts and meeting.addr_source.startswith("derived"):
         check_own_address(meeting)
     identity = f"{meeting.job} ({world_size} ranks)"
-    # A port someone else holds fails here, and explain_failure names host, port and
+    # A port someone else holds fails here, and init's message names host, port and
     # the variable that overrides it. No client is sent to look at who holds it: a
     # TCPStore client waits forever on a listener that is not a TCPStore.
     libuv = os.environ.get("USE_LIBUV")  # torch's switch for its store's event loop
@@ -244,65 +232,6 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         del store, counted
         raise JoinTimeoutError(joined, exc) from exc
     return counted
-
-
-def explain_failure(
-    exc: BaseException,
-    *,
-    backend: str,
-    world_size: int,
-    rank: int,
-    timeout: timedelta | None,
-    meeting: Meeting | None,
-    joined: int | None = None,
-) -> str:
-    """Turn torch's init error into one that says what happened and what to do.
-
-    Args:
-        exc: What torch raised.
-        backend: The backend being created.
-        world_size: The expected number of ranks.
-        rank: This rank.
-        timeout: The rendezvous timeout, when known.
-        meeting: Where the ranks were to meet, when helios formed the rendezvous.
-        joined: How many ranks reached the store, when known.
-
-    Returns:
-        The message for ``ProcessGroupInitError``; torch's text is kept at its end.
-    """
-    text = str(exc)
-    where = meeting.where if meeting is not None else "the rendezvous"
-    within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
-    head = f"could not create the {backend} process group (rank {rank} of {world_size})"
-    # By type first. A busy port has no type of its own (a DistNetworkError from torch
-    # 2.5, a plain RuntimeError before), and the count of joined ranks is only in the
-    # text of torch's DistStoreError: those two are read from the message.
-    if _PORT_IN_USE.search(text):
-        if meeting is None or meeting.port_source == "MASTER_PORT":
-            port = f"MASTER_PORT={meeting.port if meeting else os.environ.get('MASTER_PORT')}"
-        else:
-            port = f"port {meeting.port} ({meeting.port_source})"
-        return (
-            f"{head}: {port} is already in use on {socket.gethostname()}, so rank 0 cannot "
-            f"serve the rendezvous store at {where}; set MASTER_PORT to a free port (or "
-            f"torchrun --master-port ...) and retry. torch said: {text}"
-        )
-    counted = _CLIENTS_JOINED.search(text) if isinstance(exc, dist.DistStoreError) else None
-    if counted is not None:
-        joined, world_size = int(counted.group(1)), int(counted.group(2))
-    if joined is not None and joined < world_size:
-        return (
-            f"{head}: only {joined} of {world_size} ranks joined the rendezvous at {where}"
-            f"{within}; the others never started, failed before init, or were given another "
-            f"MASTER_ADDR/MASTER_PORT or WORLD_SIZE. torch said: {text}"
-        )
-    if isinstance(exc, dist.DistNetworkError):
-        return (
-            f"{head}: rank 0, which hosts the rendezvous store at {where}, could not be "
-            f"reached{within}; it never started, died, or MASTER_ADDR/MASTER_PORT differ "
-            f"between ranks. torch said: {text}"
-        )
-    return f"{head}, rendezvous {where}: {text}"
 
 
 _SIDE_TIMEOUT = timedelta(seconds=2)

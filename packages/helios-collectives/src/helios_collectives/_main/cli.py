@@ -25,8 +25,9 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
+from helios_collectives._errors import SizeSpecError
 from helios_collectives._main.objects import exchange_objects
-from helios_collectives._main.sizes import SizeSpecError, format_bytes, parse_sizes
+from helios_collectives._main.sizes import format_bytes, parse_sizes
 from helios_collectives._main.sweep import SweepPoint, run_sweep
 from helios_collectives._main.verify import CheckResult, run_checks
 from helios_env import (

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SizeSpecError", "format_bytes", "parse_size", "parse_sizes"]
+from helios_collectives._errors import SizeSpecError
+
+__all__ = ["format_bytes", "parse_size", "parse_sizes"]
 
 _UNITS = {
     "": 1,
@@ -20,10 +22,6 @@ _UNITS = {
     "gib": 1024**3,
 }
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
-
-
-class SizeSpecError(ValueError):
-    """A ``--sizes`` value that cannot be parsed."""
 
 
 def parse_size(text: str) -> int:
