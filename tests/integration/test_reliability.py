@@ -55,6 +55,11 @@ MARKER = "HELIOS_RELIABILITY_RUN"
 UNDESTROYED = "destroy_process_group"
 JOINED = "only 2 of 3 ranks joined"
 """How helios words the count (torch's own "2/3 clients joined" follows it, quoted)."""
+GROUPS_LIMIT = 240.0
+"""Seconds: the parent-side limit of the group scenarios' launch."""
+
+# The first test that reads a launch waits for all of it, past pytest-timeout's default.
+pytestmark = pytest.mark.timeout(GROUPS_LIMIT + 60)
 
 if sys.platform != "linux":
     pytest.skip("the leak probes read /proc", allow_module_level=True)
@@ -211,15 +216,15 @@ def deaths_run() -> Launch:
     """Every group scenario: the deaths, and the ranks that skip a call or disagree on one."""
     tag = uuid.uuid4().hex
     finished = run_scenarios(
-        # The skips (each lasts the group timeout and more) fill one batch.
+        # The skips (each lasts the group timeout and more) share the first batch.
         [*SKIPS, *MISMATCHES, *DEATH_SCENARIOS, *STORE_HOST_LEAVES],
         env=base_env({"CUDA_VISIBLE_DEVICES": "", MARKER: tag}),
         world=WORLD,
         timeout=GROUP_TIMEOUT,
         barrier_timeout=BARRIER_TIMEOUT,
         scenario_limit=GROUP_TIMEOUT + MARGIN,
-        parallel=4,
-        limit=240,
+        parallel=6,
+        limit=GROUPS_LIMIT,
     )
     return Launch(tag, [finished], results(finished))
 
