@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import time
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +19,7 @@ from helios_env import (
     inspect_environment,
 )
 from tests.env.launchers import set_environ, slurm_env, torchrun_env
+from tests.support.fault_records import RecordProperty, error_outcome, record_fault
 
 # (environment, the offending variable, its value as set)
 MALFORMED: list[object] = [
@@ -152,12 +154,25 @@ def test_launcher_env_error_is_a_value_error() -> None:
 
 @pytest.mark.parametrize(("environ", "variable", "value"), MALFORMED)
 def test_get_dist_info_names_the_malformed_variable_and_its_value(
-    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], variable: str, value: str
+    monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str],
+    variable: str,
+    value: str,
+    record_property: RecordProperty,
 ) -> None:
     set_environ(monkeypatch, environ)
 
+    start = time.monotonic()
     with pytest.raises(LauncherEnvError) as caught:
         get_dist_info()
+    record_fault(
+        record_property,
+        kind="malformed",
+        scenario=f"malformed-get_dist_info-{variable}={value}",
+        case=f"malformed {variable}={value!r}: get_dist_info",
+        claim=f"LauncherEnvError (a ValueError) naming {variable} and {value!r}",
+        ranks=[error_outcome(caught.value, time.monotonic() - start)],
+    )
 
     assert (caught.value.variable, caught.value.value) == (variable, value)
     assert f"{variable}={value!r}" in str(caught.value)

@@ -1,5 +1,5 @@
 """The README and the docs link to what exists, the name map matches the code, and the
-README quotes the benchmark figures of tools/results.
+README's benchmark table is the one tools/bench renders from tools/results.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tools.bench.render import HEADLINES, README_TABLE, readme_table, rewrite_readme
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -131,61 +133,39 @@ def test_every_helios_ml_and_fhelium_name_maps_to_a_public_helios_name(name: str
     assert attribute in module.__all__, target
 
 
-BENCH = json.loads((ROOT / "tools" / "results" / "bench.json").read_text())
-# The README's headline rows, each with the tools/results/bench.json row it quotes.
-HEADLINES = {
-    "import time": ("import time", "import helios_env, helios_log"),
-    "a `global_print` that does not print": (
-        "gating: global_print on a rank that does not print",
-        "helios_log.global_print",
-    ),
-    "per call, 1 element, world size one": (
-        "per-call cost, 1 element, world size one (gloo)",
-        "all_reduce_tensors",
-    ),
-    "all-reduce of 64 tensors of 16 floats": (
-        "coalescing: all-reduce of 64 tensors of 16 floats",
-        "all_reduce_tensors(list)",
-    ),
-    "a 2-rank test (init, all-reduce, destroy)": (
-        "2-rank test: init, all-reduce, destroy (median of 30)",
-        "@pytest.mark.ranks(2), fresh ranks from the forkserver",
-    ),
-    "SLURM hostlist of 10,000 nodes": (
-        "hostlist: 10,000 nodes, one padded range",
-        "expand_hostlist(n[00001-10000])",
-    ),
-}
+BENCH = json.loads((ROOT / "tools" / "results" / "bench.json").read_text())["cases"]
 
 
-def readme_ratios() -> dict[str, float]:
+def readme_benchmark_table(text: str) -> str:
+    match = README_TABLE.search(text)
+    assert match is not None, "the README has no benchmark table"
+    return match.group(0)
+
+
+def test_the_readme_benchmark_table_is_the_one_rendered_from_tools_results() -> None:
+    # python -m tools.bench rewrites it (--no-run: from bench.json, measuring nothing).
+    shown = readme_benchmark_table(README.read_text(encoding="utf-8"))
+    assert shown == readme_table(BENCH)
+
+
+def test_the_readme_table_quotes_each_headline_row_of_bench_json() -> None:
+    table = readme_table(BENCH).splitlines()[2:]
+    assert [line.split(" | ")[0].lstrip("| ") for line in table] == [h.label for h in HEADLINES]
+    coalescing = next(line for line in table if line.startswith("| all-reduce of 64"))
+    assert coalescing.endswith("| 0.022 (45\N{MULTIPLICATION SIGN} faster) |"), coalescing
+
+
+def test_rewriting_the_readme_replaces_its_benchmark_table_only(tmp_path: Path) -> None:
     text = README.read_text(encoding="utf-8")
-    match = re.search(r"^## Benchmarks\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    assert match is not None, "the README has no Benchmarks section"
-    ratios = {}
-    for line in match.group(1).splitlines():
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 4 and cells[0] in HEADLINES:
-            ratios[cells[0]] = float(cells[3].split()[0])
-    return ratios
+    stale = text.replace("| import time | `import helios_env, helios_log` |", "| import time | x |")
+    assert stale != text
+    copy = tmp_path / "README.md"
+    copy.write_text(stale, encoding="utf-8")
+    rewrite_readme(copy, BENCH)
+    assert copy.read_text(encoding="utf-8") == text
 
 
-def measured(case: str, helios: str) -> float:
-    for entry in BENCH["cases"].values():
-        for row in entry["rows"]:
-            if row["case"] == case and row["helios"] == helios:
-                return float(row["helios_value"]) / float(row["alternative_value"])
-    raise AssertionError(f"tools/results/bench.json has no row {case!r} for {helios!r}")
-
-
-def test_the_readme_shows_every_headline_benchmark_row() -> None:
-    assert sorted(readme_ratios()) == sorted(HEADLINES)
-
-
-@pytest.mark.parametrize("row", sorted(HEADLINES))
-def test_the_readme_benchmark_figures_are_those_of_tools_results(row: str) -> None:
-    # helios / alternative, rounded as the README shows it: rerun tools/bench.py and
-    # copy the new figures when this fails.
-    shown = readme_ratios()[row]
-    actual = measured(*HEADLINES[row])
-    assert abs(shown - actual) <= 0.05 * actual, (row, shown, actual)
+def test_the_readme_table_names_a_headline_row_that_bench_json_lacks() -> None:
+    without = {name: entry for name, entry in BENCH.items() if name != "hostlist"}
+    with pytest.raises(ValueError, match=r"no row 'hostlist: 10,000 nodes, one padded range'"):
+        readme_table(without)

@@ -7,11 +7,13 @@ Two launches, each shared by the tests that read it:
   behind: environment variables, threads, child processes, a group;
 - one process (tests/support/groups.py) imports torch once and forks a fresh
   three-rank group per scenario, in which one rank dies (``os._exit`` or ``SIGKILL``)
-  before or during ``all_reduce_tensors``, ``gather_into_tensor`` or ``barrier``.
+  before or during a collective, skips one, or disagrees with the others on one.
 
 Every launch has a parent-side time limit and fresh free ports, the groups a 5 s
 timeout. Times are asserted only against the timeout plus a generous margin (this
-machine is shared); tools/faults.py reports the figures.
+machine is shared); each test that judges a fault scenario records what it measured
+(tests/support/fault_records.py), from which ``python -m tools.faults`` renders the
+table of docs/failures.md.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.groups import run_scenarios
+from tests.support.fault_records import RecordProperty, record_fault
+from tests.support.groups import first_line, run_scenarios
 from tests.support.procs import (
     Finished,
     base_env,
@@ -52,6 +55,11 @@ MARKER = "HELIOS_RELIABILITY_RUN"
 UNDESTROYED = "destroy_process_group"
 JOINED = "only 2 of 3 ranks joined"
 """How helios words the count (torch's own "2/3 clients joined" follows it, quoted)."""
+GROUPS_LIMIT = 240.0
+"""Seconds: the parent-side limit of the group scenarios' launch."""
+
+# The first test that reads a launch waits for all of it, past pytest-timeout's default.
+pytestmark = pytest.mark.timeout(GROUPS_LIMIT + 60)
 
 if sys.platform != "linux":
     pytest.skip("the leak probes read /proc", allow_module_level=True)
@@ -131,8 +139,8 @@ def hygiene(hygiene_run: Launch) -> dict[int, dict[str, Any]]:
     return by_rank
 
 
-DEATH_SCENARIOS = [
-    {
+def death_scenario(op: str, when: str, mode: str, dying: int) -> dict[str, Any]:
+    return {
         "id": f"{op}-{when}-{mode}-rank{dying}",
         "kind": "death",
         "op": op,
@@ -140,9 +148,21 @@ DEATH_SCENARIOS = [
         "mode": mode,
         "dying": dying,
     }
+
+
+DEATH_SCENARIOS = [
+    death_scenario(op, when, mode, dying)
     for op in ("all_reduce_tensors", "gather_into_tensor", "barrier")
     for when in ("before", "waiting", "inside")
     for mode, dying in (("exit", 1), ("sigkill", 1), ("exit", 0), ("sigkill", 0))
+] + [
+    death_scenario(op, when, mode, dying)
+    for op in ("gather_uneven", "safe_barrier")
+    for when, mode, dying in (
+        ("waiting", "exit", 1),
+        ("waiting", "sigkill", 0),
+        ("inside", "sigkill", 1),
+    )
 ]
 """Rank 0 hosts the rendezvous store, so its death is a fault of its own."""
 
@@ -167,20 +187,65 @@ as soon as its barrier raises (no shutdown). Rank 0 hosts the store: entering fi
 times out first; entering last, it reads the verdict last."""
 
 
+SKIPS = [
+    {"id": f"skip-{op}-validate-{validate}", "kind": "skip", "op": op, "validate": validate}
+    for op, validate in (
+        ("all_reduce_tensors", False),
+        ("all_reduce_tensors", True),
+        ("gather_into_tensor", False),
+        ("barrier", None),
+    )
+]
+"""Rank 2 never calls ``op`` but stays alive past the group timeout."""
+
+MISMATCHES = [
+    {
+        "id": f"mismatch-{field}-validate-{validate}",
+        "kind": "mismatch",
+        "field": field,
+        "validate": validate,
+    }
+    for validate in (False, True)
+    for field in ("dtype", "numel", "op", "gather numel", "operation")
+]
+"""Rank 1 disagrees with the others on ``field`` (tests/support/groups.py)."""
+
+
 @pytest.fixture(scope="module")
 def deaths_run() -> Launch:
+    """Every group scenario: the deaths, and the ranks that skip a call or disagree on one."""
     tag = uuid.uuid4().hex
     finished = run_scenarios(
-        [*DEATH_SCENARIOS, *STORE_HOST_LEAVES],
+        # The skips (each lasts the group timeout and more) share the first batch.
+        [*SKIPS, *MISMATCHES, *DEATH_SCENARIOS, *STORE_HOST_LEAVES],
         env=base_env({"CUDA_VISIBLE_DEVICES": "", MARKER: tag}),
         world=WORLD,
         timeout=GROUP_TIMEOUT,
         barrier_timeout=BARRIER_TIMEOUT,
         scenario_limit=GROUP_TIMEOUT + MARGIN,
-        parallel=4,
-        limit=130,
+        parallel=6,
+        limit=GROUPS_LIMIT,
     )
     return Launch(tag, [finished], results(finished))
+
+
+def reports_of(run: Launch, scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in run.reports if r["scenario"] == scenario["id"]]
+
+
+def exit_statuses(reports: list[dict[str, Any]]) -> dict[int, int | None]:
+    return {r["rank"]: r["status"] for r in reports if r["role"] == "exit"}
+
+
+def outcome(call: dict[str, Any], since: float) -> dict[str, Any]:
+    """A call's outcome (tests/support/groups.py's ``attempt``) as a fault record has it."""
+    if not call["raised"]:
+        return {"returned": call.get("value")}
+    return {
+        "error": call["error"],
+        "message": call["message"],
+        "seconds": call["raised_at"] - since,
+    }
 
 
 @dataclass(frozen=True)
@@ -194,7 +259,7 @@ class Death:
 
 
 def death(run: Launch, scenario: dict[str, Any]) -> Death:
-    mine = [r for r in run.reports if r["scenario"] == scenario["id"]]
+    mine = reports_of(run, scenario)
     detail = json.dumps(mine, indent=1) + "\n" + run.log()
     dying = [r for r in mine if r["role"] == "dying"]
     assert [r.get("where") for r in dying] != ["returned"], detail
@@ -208,22 +273,95 @@ def death(run: Launch, scenario: dict[str, Any]) -> Death:
     return Death(scenario, dying[0]["died_at"], survivors, exits)
 
 
+DYING_STATUS = {"exit": 1, "sigkill": -9}
+HOW = {"exit": "os._exit(1)", "sigkill": "SIGKILL"}
+WHERE = {
+    "before": "before the others call it",
+    "waiting": "while the others wait in it",
+    "inside": "inside it, while a survivor waits there and the last has not come",
+}
+
+
+def death_case(scenario: dict[str, Any]) -> str:
+    if scenario.get("abandon"):
+        order = "first" if scenario["entry_delays"][0] == 0 else "last"
+        return (
+            f"rank 1 dies before barrier; rank 0 (the store host) enters it {order}, "
+            "and each survivor exits on its error"
+        )
+    host = " (the store host)" if scenario["dying"] == 0 else ""
+    how, where = HOW[scenario["mode"]], WHERE[scenario["when"]]
+    return f"rank {scenario['dying']}{host} dies ({how}) {where}: {scenario['op']}"
+
+
+def record_death(
+    record_property: RecordProperty, run: Launch, scenario: dict[str, Any], claim: str
+) -> None:
+    """Record each survivor's error, from the death on, and each rank's exit status."""
+    mine = reports_of(run, scenario)
+    died_at = next((r["died_at"] for r in mine if r["role"] == "dying" and "died_at" in r), None)
+    statuses = exit_statuses(mine)
+    ranks = []
+    for survivor in sorted((r for r in mine if r["role"] == "survivor"), key=lambda r: r["rank"]):
+        first, follow_up = survivor["first"], survivor["follow_up"]
+        call = first if first["raised"] or follow_up is None else follow_up
+        entry = outcome(call, since=first["entered_at"] if died_at is None else died_at)
+        if call is follow_up:
+            entry["in_next_call"] = True
+        ranks.append(
+            {"rank": survivor["rank"], **entry, "exit_status": statuses.get(survivor["rank"])}
+        )
+    record_fault(
+        record_property,
+        kind="death",
+        scenario=scenario["id"],
+        case=death_case(scenario),
+        claim=claim,
+        ranks=ranks,
+        since="the death",
+    )
+
+
 # --- a peer that never joins ----------------------------------------------------------
 
+NEVER_JOINS_CASES = {
+    0: "peer never joins: rank 0 (the store host) of 3, rank 2 absent",
+    1: "peer never joins: rank 1 of 3, rank 2 absent",
+    2: "peer never joins: rank 1 of 2, rank 0 (the store host) absent",
+}
+"""By the rank of the hygiene launch that plays the case."""
 
-def never_joins(hygiene: dict[int, dict[str, Any]], rank: int) -> dict[str, Any]:
-    outcome = hygiene[rank]["never_joins"]
-    assert isinstance(outcome, dict)
-    return outcome
+
+def never_joins(
+    hygiene: dict[int, dict[str, Any]], rank: int, record_property: RecordProperty, claim: str
+) -> dict[str, Any]:
+    found = hygiene[rank]["never_joins"]
+    assert isinstance(found, dict)
+    entry: dict[str, Any] = {"seconds": found["elapsed"]}
+    if found["raised"]:
+        entry.update(error=found["error"], message=first_line(found["message"]))
+    record_fault(
+        record_property,
+        kind="never joins",
+        scenario=f"never-joins-{rank}",
+        case=NEVER_JOINS_CASES[rank],
+        claim=claim,
+        ranks=[entry],
+    )
+    return found
 
 
 @pytest.mark.parametrize("rank", range(WORLD))
 def test_init_raises_within_the_timeout_when_a_peer_never_joins(
-    hygiene: dict[int, dict[str, Any]], rank: int
+    hygiene: dict[int, dict[str, Any]], rank: int, record_property: RecordProperty
 ) -> None:
     # Ranks 0 and 1 of a world of three whose rank 2 never comes; and (rank 2 here)
     # rank 1 of a world of two whose rank 0, the store host, never comes.
-    outcome = never_joins(hygiene, rank)
+    claim = (
+        f"ProcessGroupInitError (a RuntimeError) within the {GROUP_TIMEOUT:g} s timeout "
+        f"+ {MARGIN:g} s; no group left, no variable changed"
+    )
+    outcome = never_joins(hygiene, rank, record_property, claim)
     assert outcome["raised"], outcome
     assert outcome["error"] == "ProcessGroupInitError", outcome
     assert outcome["is_runtime_error"], outcome
@@ -233,23 +371,27 @@ def test_init_raises_within_the_timeout_when_a_peer_never_joins(
     assert outcome["env_changed_by_init"] == [], outcome
 
 
-def test_the_store_host_says_how_many_ranks_joined(hygiene: dict[int, dict[str, Any]]) -> None:
-    message = never_joins(hygiene, 0)["message"]
+def test_the_store_host_says_how_many_ranks_joined(
+    hygiene: dict[int, dict[str, Any]], record_property: RecordProperty
+) -> None:
+    claim = f"says {JOINED!r}"
+    message = never_joins(hygiene, 0, record_property, claim)["message"]
     assert JOINED in message, message
     assert "rank 0 of" in message, message
 
 
 def test_a_rank_that_joined_says_how_many_ranks_joined(
-    hygiene: dict[int, dict[str, Any]],
+    hygiene: dict[int, dict[str, Any]], record_property: RecordProperty
 ) -> None:
-    message = never_joins(hygiene, 1)["message"]
+    claim = f"says {JOINED!r}"
+    message = never_joins(hygiene, 1, record_property, claim)["message"]
     assert JOINED in message, message
 
 
 def test_a_rank_whose_store_host_never_came_is_told_rank_0_is_missing(
-    hygiene: dict[int, dict[str, Any]],
+    hygiene: dict[int, dict[str, Any]], record_property: RecordProperty
 ) -> None:
-    outcome = never_joins(hygiene, WORLD - 1)
+    outcome = never_joins(hygiene, WORLD - 1, record_property, "says that rank 0 is missing")
     assert outcome["case"] == "store host never joins"
     assert re.search(r"\brank 0\b", outcome["message"]), outcome["message"]
 
@@ -259,8 +401,15 @@ def test_a_rank_whose_store_host_never_came_is_told_rank_0_is_missing(
 
 @pytest.mark.parametrize("scenario", DEATH_SCENARIOS, ids=[s["id"] for s in DEATH_SCENARIOS])
 def test_every_survivor_of_a_death_raises_and_shuts_down(
-    deaths_run: Launch, scenario: dict[str, Any]
+    deaths_run: Launch, scenario: dict[str, Any], record_property: RecordProperty
 ) -> None:
+    claim = (
+        f"every survivor raises a RuntimeError within {GROUP_TIMEOUT + MARGIN:g} s of the "
+        "death and shuts down"
+    )
+    if (scenario["op"], scenario["when"]) == ("barrier", "inside"):
+        claim += " (or, had the dying rank arrived, raises in its next call)"
+    record_death(record_property, deaths_run, scenario, claim)
     found = death(deaths_run, scenario)
     for survivor in found.survivors:
         first, follow_up = survivor["first"], survivor["follow_up"]
@@ -281,10 +430,12 @@ def test_every_survivor_of_a_death_raises_and_shuts_down(
 
 @pytest.mark.parametrize("scenario", DEATH_SCENARIOS, ids=[s["id"] for s in DEATH_SCENARIOS])
 def test_each_rank_of_a_death_scenario_exits_as_expected(
-    deaths_run: Launch, scenario: dict[str, Any]
+    deaths_run: Launch, scenario: dict[str, Any], record_property: RecordProperty
 ) -> None:
+    dying_status = DYING_STATUS[scenario["mode"]]
+    claim = f"exit status {dying_status} for rank {scenario['dying']}, 0 for the others"
+    record_death(record_property, deaths_run, scenario, claim)
     found = death(deaths_run, scenario)
-    dying_status = {"exit": 1, "sigkill": -9}[scenario["mode"]]
     for rank, exit_report in found.exits.items():
         assert exit_report["killed_at_limit"] is False, exit_report
         wanted = dying_status if rank == scenario["dying"] else 0
@@ -294,7 +445,7 @@ def test_each_rank_of_a_death_scenario_exits_as_expected(
 @pytest.mark.parametrize("when", ["before", "waiting"])
 @pytest.mark.parametrize("mode", ["exit", "sigkill"])
 def test_barrier_names_a_dead_rank_that_never_arrived(
-    deaths_run: Launch, mode: str, when: str
+    deaths_run: Launch, mode: str, when: str, record_property: RecordProperty
 ) -> None:
     # The store cannot tell a dead rank from a late one: the barrier times out and
     # names it.
@@ -303,6 +454,8 @@ def test_barrier_names_a_dead_rank_that_never_arrived(
         for s in DEATH_SCENARIOS
         if (s["op"], s["when"], s["mode"], s["dying"]) == ("barrier", when, mode, 1)
     )
+    claim = f"BarrierTimeoutError naming rank 1, at the barrier's {BARRIER_TIMEOUT:g} s timeout"
+    record_death(record_property, deaths_run, scenario, claim)
     for survivor in death(deaths_run, scenario).survivors:
         assert survivor["first"]["error"] == "BarrierTimeoutError", survivor
         assert survivor["first"]["missing_ranks"] == [1], survivor
@@ -310,11 +463,16 @@ def test_barrier_names_a_dead_rank_that_never_arrived(
 
 @pytest.mark.parametrize("scenario", STORE_HOST_LEAVES, ids=lambda s: s["id"])
 def test_barrier_names_the_dead_rank_on_every_survivor_though_the_store_host_exits(
-    deaths_run: Launch, scenario: dict[str, Any]
+    deaths_run: Launch, scenario: dict[str, Any], record_property: RecordProperty
 ) -> None:
     # The survivor that enters first times out first; the other, still within its own
     # timeout, must learn which rank was missing, and neither may lose the store to
     # rank 0 exiting on its error.
+    claim = (
+        "BarrierTimeoutError naming rank 1 on both survivors, the later one before its own "
+        "timeout; exit statuses 0, 1, 0"
+    )
+    record_death(record_property, deaths_run, scenario, claim)
     found = death(deaths_run, scenario)
     for survivor in found.survivors:
         first = survivor["first"]
@@ -328,12 +486,15 @@ def test_barrier_names_the_dead_rank_on_every_survivor_though_the_store_host_exi
 
 
 @pytest.mark.parametrize("when", ["before", "waiting", "inside"])
-def test_barrier_reports_the_lost_store_when_its_host_dies(deaths_run: Launch, when: str) -> None:
+def test_barrier_reports_the_lost_store_when_its_host_dies(
+    deaths_run: Launch, when: str, record_property: RecordProperty
+) -> None:
     scenario = next(
         s
         for s in DEATH_SCENARIOS
         if (s["op"], s["when"], s["mode"], s["dying"]) == ("barrier", when, "sigkill", 0)
     )
+    record_death(record_property, deaths_run, scenario, "BarrierError: the store is unreachable")
     for survivor in death(deaths_run, scenario).survivors:
         assert survivor["first"]["error"] == "BarrierError", survivor
         assert "store is unreachable" in survivor["first"]["message"], survivor
@@ -343,6 +504,110 @@ def test_the_deaths_run_itself_exits_cleanly(deaths_run: Launch) -> None:
     expect_exit_status(deaths_run.finished)
     assert UNDESTROYED not in deaths_run.finished[0].stderr, deaths_run.log()
     assert not [r for r in deaths_run.reports if r["role"] == "crashed"], deaths_run.log()
+
+
+# --- a rank that skips a collective, ranks that disagree --------------------------------
+
+
+def record_calls(
+    record_property: RecordProperty,
+    run: Launch,
+    scenario: dict[str, Any],
+    *,
+    kind: str,
+    case: str,
+    claim: str,
+) -> list[dict[str, Any]]:
+    """Record each calling rank's outcome (or, for one that ended, its exit status)."""
+    mine = reports_of(run, scenario)
+    calls = {r["rank"]: r for r in mine if r["role"] in {"survivor", "caller"}}
+    ranks = []
+    for rank, status in sorted(exit_statuses(mine).items()):
+        if rank in calls:
+            first = calls[rank]["first"]
+            ranks.append(
+                {"rank": rank, **outcome(first, first["entered_at"]), "exit_status": status}
+            )
+        elif scenario["kind"] == "mismatch":
+            ranks.append({"rank": rank, "exit_status": status})
+    record_fault(
+        record_property, kind=kind, scenario=scenario["id"], case=case, claim=claim, ranks=ranks
+    )
+    return [calls[rank] for rank in sorted(calls)]
+
+
+@pytest.mark.parametrize("scenario", SKIPS, ids=[s["id"] for s in SKIPS])
+def test_the_ranks_that_wait_for_a_skipping_rank_raise_at_the_timeout(
+    deaths_run: Launch, scenario: dict[str, Any], record_property: RecordProperty
+) -> None:
+    timeout = BARRIER_TIMEOUT if scenario["op"] == "barrier" else GROUP_TIMEOUT
+    label = "" if scenario["validate"] is None else f" (validate={scenario['validate']})"
+    waiting = record_calls(
+        record_property,
+        deaths_run,
+        scenario,
+        kind="skip",
+        case=f"rank {WORLD - 1} skips {scenario['op']}{label}",
+        claim=(
+            f"the others raise a RuntimeError at the {timeout:g} s timeout (within "
+            f"{MARGIN:g} s after it) and shut down"
+        ),
+    )
+    assert [r["rank"] for r in waiting] == list(range(WORLD - 1)), deaths_run.log()
+    for caller in waiting:
+        first = caller["first"]
+        assert first["raised"], caller
+        assert first["is_runtime_error"], caller
+        elapsed = first["raised_at"] - first["entered_at"]
+        assert timeout - 0.1 < elapsed < timeout + MARGIN, caller
+        assert caller["initialized_after_shutdown"] is False, caller
+    assert set(exit_statuses(reports_of(deaths_run, scenario)).values()) == {0}
+
+
+VALIDATED = [s for s in MISMATCHES if s["validate"]]
+UNVALIDATED = [s for s in MISMATCHES if not s["validate"]]
+
+
+def record_mismatch(
+    record_property: RecordProperty, run: Launch, scenario: dict[str, Any], claim: str
+) -> list[dict[str, Any]]:
+    case = f"rank 1 disagrees on {scenario['field']} (validate={scenario['validate']})"
+    return record_calls(record_property, run, scenario, kind="mismatch", case=case, claim=claim)
+
+
+@pytest.mark.parametrize("scenario", VALIDATED, ids=[s["id"] for s in VALIDATED])
+def test_ranks_that_disagree_under_validation_all_raise_the_mismatch_error(
+    deaths_run: Launch, scenario: dict[str, Any], record_property: RecordProperty
+) -> None:
+    claim = (
+        "CollectiveMismatchError (a ValueError) on every rank naming rank 1, before "
+        f"the {GROUP_TIMEOUT:g} s timeout could pass"
+    )
+    callers = record_mismatch(record_property, deaths_run, scenario, claim)
+    assert [r["rank"] for r in callers] == list(range(WORLD)), deaths_run.log()
+    for caller in callers:
+        first = caller["first"]
+        assert first["error"] == "CollectiveMismatchError", caller
+        assert first["is_value_error"], caller
+        assert first["disagreeing_ranks"] == [1], caller
+        assert first["raised_at"] - first["entered_at"] < GROUP_TIMEOUT, caller
+    assert set(exit_statuses(reports_of(deaths_run, scenario)).values()) == {0}
+
+
+@pytest.mark.parametrize("scenario", UNVALIDATED, ids=[s["id"] for s in UNVALIDATED])
+def test_ranks_that_disagree_without_validation_still_end_by_themselves(
+    deaths_run: Launch, scenario: dict[str, Any], record_property: RecordProperty
+) -> None:
+    # Nothing is promised about the result: an abort, a reset connection, a timeout or
+    # wrong values. Only that, with a group timeout, no rank hangs.
+    claim = (
+        "nothing about the result; every rank returns, raises or aborts by itself "
+        f"within the {GROUP_TIMEOUT:g} s timeout + {MARGIN:g} s"
+    )
+    record_mismatch(record_property, deaths_run, scenario, claim)
+    exits = [r for r in reports_of(deaths_run, scenario) if r["role"] == "exit"]
+    assert len(exits) == WORLD, deaths_run.log()
+    assert not [e for e in exits if e["killed_at_limit"]], exits
 
 
 # --- hygiene after multi-process runs -----------------------------------------------------

@@ -7,6 +7,7 @@ several processes are in test_processes.py.
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from helios_pg import (
     shutdown_dist,
 )
 from helios_pg._helios_ml import DEFAULT_MASTER_ADDR, DEFAULT_MASTER_PORT
+from tests.support.fault_records import RecordProperty, error_outcome, record_fault
 
 NO_CUDA = pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks what happens when CUDA is not available"
@@ -349,9 +351,20 @@ def test_process_group_raises_what_init_raises_and_leaves_no_group() -> None:
 
 
 @pytest.mark.usefixtures("rank_zero_of_two_on_a_busy_port")
-def test_a_busy_master_port_is_a_clear_error_naming_the_port(busy_port: int) -> None:
+def test_a_busy_master_port_is_a_clear_error_naming_the_port(
+    busy_port: int, record_property: RecordProperty
+) -> None:
+    start = time.monotonic()
     with pytest.raises(ProcessGroupInitError) as caught:
         init(backend="gloo", timeout=timedelta(seconds=3))
+    record_fault(
+        record_property,
+        kind="busy port",
+        scenario="busy-master-port",
+        case="MASTER_PORT already in use: rank 0 of 2",
+        claim="ProcessGroupInitError (a RuntimeError) naming the port, before the 3 s timeout",
+        ranks=[error_outcome(caught.value, time.monotonic() - start)],
+    )
 
     assert isinstance(caught.value, RuntimeError)
     assert f"MASTER_PORT={busy_port}" in str(caught.value)

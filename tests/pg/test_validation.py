@@ -26,6 +26,7 @@ from helios_pg import (
     init,
     init_dist,
 )
+from tests.support.fault_records import RecordProperty, error_outcome, record_fault
 
 NO_CUDA = pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks what happens when CUDA is not available"
@@ -77,12 +78,24 @@ def promptly() -> Iterator[None]:
     ],
 )
 def test_init_rejects_a_malformed_launcher_variable_before_the_network(
-    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, record_property: RecordProperty
 ) -> None:
     monkeypatch.setenv(variable, value)
 
+    start = time.monotonic()
     with promptly(), pytest.raises(LauncherEnvError) as caught:
         init(timeout=PEER_TIMEOUT)
+    record_fault(
+        record_property,
+        kind="malformed",
+        scenario=f"malformed-init-{variable}={value}",
+        case=f"malformed {variable}={value!r}: helios_pg.init",
+        claim=(
+            f"LauncherEnvError (a ValueError) naming {variable} and {value!r} within "
+            f"{PROMPT:g} s, before any network activity; no group"
+        ),
+        ranks=[error_outcome(caught.value, time.monotonic() - start)],
+    )
 
     assert isinstance(caught.value, ValueError)
     assert caught.value.variable == variable

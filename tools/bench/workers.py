@@ -1,16 +1,16 @@
-"""Worker side of tools/bench.py: the multi-process cases, run on every rank.
+"""The rank side of the multi-process cases: ``python -m tools.bench.workers CASE``.
 
-``bench_workers.py collectives``: started by tools/bench.py with RANK/WORLD_SIZE/MASTER_*
-set; rank 0 prints one JSON line with the rows. Every rank runs the same sequence of
-collectives, alternating the helios call and the alternative, so both are measured
-under the same conditions.
+``collectives``: started by the ``collectives`` case (tools/bench/collectives.py) with
+RANK/WORLD_SIZE/MASTER_* set; rank 0 prints one JSON line with the rows. Every rank
+runs the same sequence of collectives, alternating the helios call and the alternative
+behind a barrier, so both are measured under the same conditions.
 
-``bench_workers.py busbw SIZES ITERS WARMUP PATH``: run under torchrun, the plain
-``torch.distributed`` sweep that the ``busbw`` case sets against
-``python -m helios_collectives``: the same sizes, the same warm-up and timed counts, the
-same slowest-rank time, with ``dist.all_reduce`` and the flat all-gather
-(``dist.all_gather_single`` where torch has it, else ``dist.all_gather_into_tensor``)
-into an output allocated once per size. Rank 0 writes the points to PATH as JSON.
+``busbw SIZES ITERS WARMUP PATH``: run under torchrun, the plain ``torch.distributed``
+sweep that the ``busbw`` case sets against ``python -m helios_collectives``: the same
+sizes, the same warm-up and timed counts, the same slowest-rank time, with
+``dist.all_reduce`` and the flat all-gather (``dist.all_gather_single`` where torch has
+it, else ``dist.all_gather_into_tensor``) into an output allocated once per size. Rank
+0 writes the points to PATH as JSON.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import operator
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -34,23 +34,17 @@ import helios_pg
 from helios_collectives import all_reduce_tensors, gather_into_tensor, gather_uneven
 from helios_collectives._main.sweep import bus_factor
 from helios_collectives._torch import gather_function_name
+from tools.bench import timing
+from tools.bench.rows import Row
 
 MiB = 1024 * 1024
 
 
-def interleaved(
+def _interleaved(
     a: Callable[[], object], b: Callable[[], object], *, number: int, repeat: int = 9
 ) -> tuple[float, float]:
-    ta: list[float] = []
-    tb: list[float] = []
-    for _ in range(repeat):
-        for fn, out in ((a, ta), (b, tb)):
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            out.append((time.perf_counter() - start) / number)
-    return statistics.median(ta), statistics.median(tb)
+    """:func:`tools.bench.timing.interleaved`, every rank starting each measurement at once."""
+    return timing.interleaved(a, b, number=number, repeat=repeat, sync=dist.barrier)
 
 
 def row(
@@ -63,30 +57,30 @@ def row(
     speedup: bool,
     goal: str,
     met: Callable[[float], bool],
-) -> dict[str, Any]:
+) -> Row:
     ratio = theirs / ours if speedup else ours / theirs
-    return {
-        "case": case,
-        "helios": helios,
-        "alternative": alternative,
-        "helios_value": ours,
-        "alternative_value": theirs,
-        "unit": "s",
-        "ratio": ratio,
-        "ratio_meaning": "alternative / helios (speed-up)" if speedup else "helios / alternative",
-        "goal": goal,
-        "met": bool(met(ratio)),
-    }
+    return Row(
+        case,
+        helios,
+        alternative,
+        ours,
+        theirs,
+        "s",
+        ratio,
+        "alternative / helios (speed-up)" if speedup else "helios / alternative",
+        goal,
+        bool(met(ratio)),
+    )
 
 
-def coalescing() -> list[dict[str, Any]]:
+def coalescing() -> list[Row]:
     tensors = [torch.rand(16) for _ in range(64)]
 
     def loop() -> None:
         for t in tensors:
             dist.all_reduce(t)
 
-    ours, theirs = interleaved(lambda: all_reduce_tensors(tensors), loop, number=20)
+    ours, theirs = _interleaved(lambda: all_reduce_tensors(tensors), loop, number=20)
     return [
         row(
             "coalescing: all-reduce of 64 tensors of 16 floats",
@@ -101,18 +95,18 @@ def coalescing() -> list[dict[str, Any]]:
     ]
 
 
-def overhead() -> list[dict[str, Any]]:
+def overhead() -> list[Row]:
     rows = []
     world = dist.get_world_size()
-    # The per-call goal is measured at world size one (tools/bench.py, "per-call
-    # cost"), where no transport noise hides it; two ranks on two shared cores move by
+    # The per-call goal is measured at world size one (the ``call-cost``
+    # case), where no transport noise hides it; two ranks on two shared cores move by
     # 10-20% between runs, so the 1-element rows here are reported only.
     for label, elements, number, goal in (
         ("1 element", 1, 200, None),
         ("16 MiB", 4 * MiB, 3, 1.03),
     ):
         t = torch.rand(elements)
-        ours, theirs = interleaved(
+        ours, theirs = _interleaved(
             partial(all_reduce_tensors, t), partial(dist.all_reduce, t), number=number, repeat=21
         )
         rows.append(
@@ -136,7 +130,7 @@ def overhead() -> list[dict[str, Any]]:
         def raw(t: torch.Tensor = t, call: Callable[..., object] = raw_call) -> None:
             call(torch.empty(world * t.numel()), t)
 
-        ours, theirs = interleaved(
+        ours, theirs = _interleaved(
             partial(gather_into_tensor, t, (world * elements,)), raw, number=number, repeat=21
         )
         rows.append(
@@ -154,7 +148,7 @@ def overhead() -> list[dict[str, Any]]:
     return rows
 
 
-def uneven() -> list[dict[str, Any]]:
+def uneven() -> list[Row]:
     rank = dist.get_rank()
     world = dist.get_world_size()
     # About 1 MiB per rank, first dimensions differing by rank.
@@ -178,8 +172,8 @@ def uneven() -> list[dict[str, Any]]:
         dist.all_gather_object(objects, t)
         return torch.cat(objects)
 
-    ours, padded = interleaved(partial(gather_uneven, t), pad_and_gather, number=10, repeat=15)
-    ours2, objects = interleaved(partial(gather_uneven, t), gather_objects, number=10, repeat=15)
+    ours, padded = _interleaved(partial(gather_uneven, t), pad_and_gather, number=10, repeat=15)
+    ours2, objects = _interleaved(partial(gather_uneven, t), gather_objects, number=10, repeat=15)
     return [
         row(
             "uneven gather, ~1 MiB per rank",
@@ -204,9 +198,9 @@ def uneven() -> list[dict[str, Any]]:
     ]
 
 
-def validation() -> list[dict[str, Any]]:
+def validation() -> list[Row]:
     small = torch.rand(16)
-    ours, plain = interleaved(
+    ours, plain = _interleaved(
         lambda: all_reduce_tensors(small, validate=True),
         lambda: all_reduce_tensors(small, validate=False),
         number=100,
@@ -301,7 +295,7 @@ def collectives() -> int:
     finally:
         helios_pg.shutdown()
     if os.environ.get("RANK") == "0":
-        print(json.dumps({"rows": rows}), flush=True)
+        print(json.dumps({"rows": [asdict(r) for r in rows]}), flush=True)
     return 0
 
 

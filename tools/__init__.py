@@ -1,0 +1,1 @@
+"""Workspace tools, each run as ``uv run python -m tools.NAME`` from the repository root."""

@@ -1,0 +1,72 @@
+"""Case ``call-cost``: what helios adds per call, apart from any transport.
+
+``all_reduce_tensors``, ``gather_into_tensor`` and ``safe_barrier`` against the raw torch
+calls at world size one on gloo, where no transport hides what helios adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tools.bench.rows import CaseResult, Row, Settings
+from tools.bench.timing import paired
+
+__all__ = ["run"]
+
+
+def measure() -> list[Row]:
+    """What helios adds per call, apart from any transport: world size one on gloo."""
+    import torch
+    import torch.distributed as dist
+
+    import helios_pg
+    from helios_collectives import all_reduce_tensors, gather_into_tensor, safe_barrier
+
+    helios_pg.init(backend="gloo")
+    try:
+        t = torch.rand(1)
+
+        def raw_gather() -> None:
+            # What gather_into_tensor does: a new tensor with the input's dtype and device.
+            out = torch.empty((1,), dtype=t.dtype, device=t.device)
+            dist.all_gather_into_tensor(out, t)
+
+        measured: list[tuple[str, str, Callable[[], object], Callable[[], object]]] = [
+            (
+                "all_reduce_tensors",
+                "dist.all_reduce",
+                lambda: all_reduce_tensors(t),
+                lambda: dist.all_reduce(t),
+            ),
+            (
+                "gather_into_tensor",
+                "torch.empty + dist.all_gather_into_tensor",
+                lambda: gather_into_tensor(t, (1,)),
+                raw_gather,
+            ),
+            ("safe_barrier", "dist.barrier", safe_barrier, dist.barrier),
+        ]
+        rows = []
+        for helios, raw, ours_fn, raw_fn in measured:
+            ours, theirs, ratio = paired(ours_fn, raw_fn, number=200, repeat=201)
+            rows.append(
+                Row(
+                    "per-call cost, 1 element, world size one (gloo)",
+                    helios,
+                    raw,
+                    ours,
+                    theirs,
+                    "s",
+                    ratio,
+                    "helios / alternative",
+                    "<= 1.1",
+                    ratio <= 1.1,
+                )
+            )
+    finally:
+        helios_pg.shutdown()
+    return rows
+
+
+def run(settings: Settings) -> CaseResult:
+    return CaseResult(measure())
