@@ -1,15 +1,18 @@
 """Command lines and environments for the real ``mpirun`` of Open MPI and MPICH.
 
 Debian installs both; ``mpirun.openmpi`` and ``mpirun.mpich`` are their explicit
-names (plain ``mpirun`` is whichever the alternatives system picked). Everything is
-pinned to loopback so that a run never looks for other interfaces or hosts. Never
-imports torch. :func:`tests.support.slurm.require` skips tests when they are missing.
+names (plain ``mpirun`` is whichever the alternatives system picked). The
+environments here pin a run on this host to loopback, so that it never looks for
+other interfaces or hosts; the commands also place ranks on the virtual nodes of
+``tests.support.netns``, reached through its ssh stand-in. Never imports torch.
+:func:`tests.support.slurm.require` skips tests when they are missing.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from tests.support.procs import DEFAULT_LIMIT, Finished, base_env, run_processes
 
@@ -51,14 +54,25 @@ def _root_options() -> list[str]:
     return ["--allow-run-as-root"] if os.geteuid() == 0 else []
 
 
-def openmpi_command(nproc: int, *args: str) -> list[str]:
-    """``mpirun.openmpi`` for ``nproc`` processes on this host, then ``args``."""
+def openmpi_command(
+    nproc: int, *args: str, hosts: str | None = None, rsh_agent: str | Path | None = None
+) -> list[str]:
+    """``mpirun.openmpi`` for ``nproc`` processes on this host, then ``args``.
+
+    ``hosts`` (``--host``, e.g. ``node1:2,node2:2``) places them on other hosts,
+    which mpirun reaches with ``rsh_agent`` (``--mca plm_rsh_agent``), the command
+    that stands for ssh.
+    """
+    options = ["--host", hosts] if hosts else []
+    if rsh_agent is not None:
+        options += ["--mca", "plm_rsh_agent", str(rsh_agent)]
     return [
         "mpirun.openmpi",
         *_root_options(),
         "--oversubscribe",
         "--bind-to",
         "none",
+        *options,
         "-n",
         str(nproc),
         *args,
@@ -74,7 +88,11 @@ def openmpi_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def mpich_command(
-    nproc: int, *args: str, launcher: str | None = "fork", hosts: str | None = "localhost"
+    nproc: int,
+    *args: str,
+    launcher: str | None = "fork",
+    hosts: str | None = "localhost",
+    launcher_exec: str | Path | None = None,
 ) -> list[str]:
     """``mpirun.mpich`` for ``nproc`` processes on ``hosts``, then ``args``.
 
@@ -83,8 +101,11 @@ def mpich_command(
     ``srun``; ``None`` lets Hydra choose. Inside an allocation pass ``hosts=None``
     too: Hydra then takes the allocation's nodes, and ``srun --nodelist=localhost``
     fails ("Requested node configuration is not available") and leaves mpirun hanging.
+    With ``launcher="ssh"``, ``launcher_exec`` is the command that stands for ssh.
     """
     options = ["-launcher", launcher] if launcher else []
+    if launcher_exec is not None:
+        options += ["-launcher-exec", str(launcher_exec)]
     if hosts:
         options += ["-hosts", hosts]
     return ["mpirun.mpich", *options, "-n", str(nproc), *args]

@@ -1,4 +1,4 @@
-"""A private single-node SLURM cluster for tests, and checks for the real launchers.
+"""Private SLURM clusters for tests (one node, or virtual nodes), and launcher checks.
 
 :func:`private_cluster` starts ``munged``, ``slurmctld`` and ``slurmd`` in the
 foreground, each in its own session, with everything (configuration, munge key and
@@ -7,6 +7,11 @@ ports picked free at start. The node is this host under its short hostname,
 declared with :data:`DEFAULT_CPUS` CPUs (``SlurmdParameters=config_overrides``) so
 that ``srun -n 3`` runs on a two-core machine. No cgroups, no accounting, no
 ``MpiDefault``: ``srun --mpi=pmi2`` and ``--mpi=pmix`` are asked for explicitly.
+
+:func:`virtual_cluster` runs the same daemons on the virtual nodes of
+``tests.support.netns``: slurmctld on the first node, at its address, and one slurmd
+per node, registered under the node's name and address, each declaring
+:data:`VIRTUAL_CPUS` CPUs. Clients run on the first node.
 
 The daemons run as root (``SlurmUser=root``): :func:`require` skips the test when
 the tools are missing or this process is not root, and fails it instead when the
@@ -24,12 +29,13 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.support.netns import VirtualNodes, with_cgroups
 from tests.support.procs import Finished, base_env, free_port, run_processes
 
 __all__ = [
@@ -40,11 +46,14 @@ __all__ = [
     "missing_tools",
     "private_cluster",
     "require",
+    "virtual_cluster",
 ]
 
 INSTALL_HINT = "bash tools/install_launchers.sh"
 DEFAULT_CPUS = 8
 """CPUs the node declares, whatever the machine has."""
+VIRTUAL_CPUS = 4
+"""CPUs each virtual node declares (:func:`virtual_cluster`)."""
 PARTITION = "debug"
 START_LIMIT = 30.0
 """Seconds :func:`private_cluster` waits for the cluster to run a step."""
@@ -116,12 +125,18 @@ class Cluster:
     env: dict[str, str]
     """An environment for srun/salloc/sbatch/sinfo against this cluster: the test
     process's environment without launcher variables (see ``procs.base_env``), plus
-    ``SLURM_CONF``."""
+    ``SLURM_CONF``; on virtual nodes, their clean login environment instead."""
     hostname: str
-    """The node's name (this host's short hostname)."""
+    """The node's name (this host's short hostname); on virtual nodes, the first's."""
     partition: str = PARTITION
     ports: dict[str, int] = field(default_factory=dict)
     """``slurmctld`` and ``slurmd``: the ports chosen at start."""
+    nodes: tuple[str, ...] = ()
+    """Every node's name, in the order of ``slurm.conf``; empty for :func:`private_cluster`'s
+    single node (:attr:`hostname`)."""
+    prefix: tuple[str, ...] = ()
+    """The command line that :meth:`run` puts before each command: where clients run
+    (on the first virtual node for :func:`virtual_cluster`)."""
 
     def run(
         self,
@@ -158,7 +173,7 @@ class Cluster:
         if env:
             full_env.update(env)
         try:
-            return run_processes([(list(args), full_env)], limit=limit, cwd=cwd)[0]
+            return run_processes([([*self.prefix, *args], full_env)], limit=limit, cwd=cwd)[0]
         except TimeoutError as error:
             self.cancel_all()
             raise TimeoutError(f"{error}\n{self.logs()}") from None
@@ -172,8 +187,8 @@ class Cluster:
             Whether the queue emptied within ``limit`` seconds (best effort: never raises).
         """
         deadline = time.monotonic() + limit
-        cancel = ["scancel", f"--partition={self.partition}"]
-        queue = ["squeue", "-h", "-o", "%i"]
+        cancel = [*self.prefix, "scancel", f"--partition={self.partition}"]
+        queue = [*self.prefix, "squeue", "-h", "-o", "%i"]
         while time.monotonic() < deadline:
             left = max(1.0, deadline - time.monotonic())
             try:
@@ -195,13 +210,34 @@ class Cluster:
         return "\n".join(parts)
 
 
-def _write_conf(root: Path, host: str, cpus: int, ports: Mapping[str, int]) -> Path:
+def _write_conf(
+    root: Path,
+    nodes: Sequence[tuple[str, str]],
+    cpus: int,
+    ports: Mapping[str, int],
+    extra: Sequence[str] = (),
+) -> Path:
+    """Write ``slurm.conf`` for ``nodes`` (name, address); the first runs the controller.
+
+    With several nodes, each slurmd has its own spool directory, pid file and log
+    (``%n``: the node's name), since the nodes share this file system. ``extra``
+    lines go before the nodes.
+    """
     user = "root"
     conf = root / "slurm.conf"
+    (host, addr), names = nodes[0], ",".join(name for name, _ in nodes)
+    node = "-%n" if len(nodes) > 1 else ""
+    spool = f"{root}/spool/%n" if len(nodes) > 1 else f"{root}/spool"
+    node_lines = "\n".join(
+        [
+            *extra,
+            *(f"NodeName={name} NodeAddr={a} CPUs={cpus} State=UNKNOWN" for name, a in nodes),
+        ]
+    )
     conf.write_text(
         f"""\
 ClusterName=helios-test
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={host}({addr})
 SlurmctldPort={ports["slurmctld"]}
 SlurmdPort={ports["slurmd"]}
 SlurmUser={user}
@@ -210,11 +246,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={root}/munge/munge.socket
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={spool}
 SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd.pid
+SlurmdPidFile={root}/run/slurmd{node}.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd{node}.log
 TmpFS={root}/tmp
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
@@ -231,8 +267,8 @@ SlurmdParameters=config_overrides
 InactiveLimit=0
 KillWait=2
 MessageTimeout=10
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP
 """
     )
     return conf
@@ -305,8 +341,17 @@ def _kill_strays(marker: str, limit: float = STOP_LIMIT) -> None:
 
 
 def _wait_ready(cluster: Cluster, daemons: Sequence[subprocess.Popen[bytes]], limit: float) -> None:
-    """Wait until ``srun -n1 true`` succeeds; raise ClusterError after ``limit`` s."""
+    """Wait until a step runs on every node; raise ClusterError after ``limit`` s.
+
+    The step is ``srun -n1 true`` on a single node, and ``srun -N<nodes> hostname``,
+    which must print every node's name, on several.
+    """
     deadline = time.monotonic() + limit
+    probe = (
+        ["srun", f"-N{len(cluster.nodes)}", "hostname"]
+        if cluster.nodes
+        else ["srun", "-n1", "true"]
+    )
     last = ""
     while time.monotonic() < deadline:
         for proc in daemons:
@@ -317,8 +362,8 @@ def _wait_ready(cluster: Cluster, daemons: Sequence[subprocess.Popen[bytes]], li
         try:
             code, out, err = cluster.run(["sinfo", "-h", "-o", "%T"], limit=min(5.0, left))
             if code == 0 and out.strip() == "idle":
-                code, out, err = cluster.run(["srun", "-n1", "true"], limit=min(10.0, left))
-                if code == 0:
+                code, out, err = cluster.run(probe, limit=min(10.0, left))
+                if code == 0 and sorted(out.split()) == sorted(cluster.nodes):
                     return
             last = f"exit status {code}\n{out}{err}"
         except TimeoutError as error:
@@ -326,6 +371,72 @@ def _wait_ready(cluster: Cluster, daemons: Sequence[subprocess.Popen[bytes]], li
         time.sleep(0.1)
     message = f"the private cluster was not ready after {limit:.0f} s: {last}\n{cluster.logs()}"
     raise ClusterError(message)
+
+
+def _make_root(prefix: str) -> Path:
+    """The cluster's directory, with its subdirectories and a fresh munge key."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    # munged requires every directory above its socket to be searchable by all.
+    root.chmod(0o755)
+    for name in ("munge", "state", "spool", "log", "run", "tmp"):
+        (root / name).mkdir()
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    return root
+
+
+@contextlib.contextmanager
+def _running(
+    cluster: Cluster,
+    start_slurm: Callable[[], list[subprocess.Popen[bytes]]],
+    *,
+    limit: float,
+    keep: bool,
+) -> Iterator[Cluster]:
+    """Start munged, then ``start_slurm``'s daemons (slurmctld first); stop all on exit."""
+    root = cluster.root
+    munge_dir = root / "munge"
+    daemons: list[subprocess.Popen[bytes]] = []
+    try:
+        daemons.append(
+            _start(
+                [
+                    "munged",
+                    "--foreground",
+                    f"--socket={munge_dir}/munge.socket",
+                    f"--key-file={munge_dir}/munge.key",
+                    f"--pid-file={root}/run/munged.pid",
+                    f"--seed-file={munge_dir}/munged.seed",
+                    f"--log-file={root}/log/munged.log",
+                ],
+                cluster.env,
+                root / "log" / "munged.out",
+            )
+        )
+        # The daemons need the socket before they start; munged makes it in ~0.1 s.
+        deadline = time.monotonic() + limit
+        while not (munge_dir / "munge.socket").exists():
+            if daemons[0].poll() is not None or time.monotonic() > deadline:
+                message = f"munged did not create its socket\n{cluster.logs()}"
+                raise ClusterError(message)
+            time.sleep(0.02)
+        daemons.extend(start_slurm())
+        _wait_ready(cluster, daemons[1:], max(1.0, deadline - time.monotonic()))
+        yield cluster
+    finally:
+        try:
+            if len(daemons) > 2 and daemons[1].poll() is None:
+                cluster.cancel_all()
+            # slurmd first, so that it starts no more steps; munged last.
+            for proc in reversed(daemons[1:]):
+                _stop(proc)
+            _kill_strays(str(root))
+            for proc in daemons[:1]:
+                _stop(proc)
+        finally:
+            if not keep:
+                shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -342,58 +453,86 @@ def private_cluster(
     Raises:
         ClusterError: A daemon exited or the cluster was not ready within ``limit``.
     """
-    root = Path(tempfile.mkdtemp(prefix="helios-slurm-"))
-    # munged requires every directory above its socket to be searchable by all.
-    root.chmod(0o755)
-    for name in ("munge", "state", "spool", "log", "run", "tmp"):
-        (root / name).mkdir()
-    key = root / "munge" / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
+    root = _make_root("helios-slurm-")
     host = short_hostname()
     ports = {"slurmctld": free_port(), "slurmd": free_port()}
-    conf = _write_conf(root, host, cpus, ports)
+    conf = _write_conf(root, [(host, "127.0.0.1")], cpus, ports)
     env = base_env({"SLURM_CONF": str(conf), MARKER: str(root)})
     cluster = Cluster(root=root, conf=conf, env=env, hostname=host, ports=ports)
-    daemons: list[subprocess.Popen[bytes]] = []
-    try:
-        munge_dir = root / "munge"
-        daemons.append(
-            _start(
-                [
-                    "munged",
-                    "--foreground",
-                    f"--socket={munge_dir}/munge.socket",
-                    f"--key-file={key}",
-                    f"--pid-file={root}/run/munged.pid",
-                    f"--seed-file={munge_dir}/munged.seed",
-                    f"--log-file={root}/log/munged.log",
-                ],
-                env,
-                root / "log" / "munged.out",
-            )
-        )
-        # The daemons need the socket before they start; munged makes it in ~0.1 s.
-        deadline = time.monotonic() + limit
-        while not (munge_dir / "munge.socket").exists():
-            if daemons[0].poll() is not None or time.monotonic() > deadline:
-                message = f"munged did not create its socket\n{cluster.logs()}"
-                raise ClusterError(message)
-            time.sleep(0.02)
-        daemons.append(_start(["slurmctld", "-D", "-i"], env, root / "log" / "slurmctld.out"))
-        daemons.append(_start(["slurmd", "-D", "-N", host], env, root / "log" / "slurmd.out"))
-        _wait_ready(cluster, daemons[1:], max(1.0, deadline - time.monotonic()))
+
+    def start_slurm() -> list[subprocess.Popen[bytes]]:
+        log = root / "log"
+        return [
+            _start(["slurmctld", "-D", "-i"], env, log / "slurmctld.out"),
+            _start(["slurmd", "-D", "-N", host], env, log / "slurmd.out"),
+        ]
+
+    with _running(cluster, start_slurm, limit=limit, keep=keep):
         yield cluster
-    finally:
-        try:
-            if len(daemons) == 3 and daemons[1].poll() is None:
-                cluster.cancel_all()
-            # slurmd first, so that it starts no more steps; munged last.
-            for proc in reversed(daemons[1:]):
-                _stop(proc)
-            _kill_strays(str(root))
-            for proc in daemons[:1]:
-                _stop(proc)
-        finally:
-            if not keep:
-                shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def virtual_cluster(
+    nodes: VirtualNodes,
+    *,
+    cpus: int = VIRTUAL_CPUS,
+    limit: float = START_LIMIT,
+    keep: bool = False,
+) -> Iterator[Cluster]:
+    """Start a SLURM cluster on virtual nodes; stop it, and all it ran, on exit.
+
+    ``slurmctld`` runs on the first node and listens on its address; each node runs
+    ``slurmd -D -N <name>`` in its namespace, registered at its address; munged runs
+    on this host (its unix socket is reachable from every node). The clients
+    (:meth:`Cluster.run`) run on the first node, in :meth:`VirtualNodes.env`'s clean
+    environment plus ``SLURM_CONF`` and :data:`MARKER`: tasks inherit it.
+
+    Args:
+        nodes: The virtual nodes, which must outlive the cluster.
+        cpus: The CPUs each node declares: ``srun -N2 -n4`` puts 3 tasks on the first.
+        limit: Seconds to wait for ``srun -N<nodes> hostname`` to name every node.
+        keep: Keep the cluster's directory (logs) after it stops.
+
+    Raises:
+        ClusterError: A daemon exited or the cluster was not ready within ``limit``.
+    """
+    root = _make_root(f"{nodes.marker}-slurm-")
+    first = nodes.nodes[0]
+    ports = {"slurmctld": nodes.free_port(first.index), "slurmd": nodes.free_port(first.index)}
+    # sbatch --wait sleeps 2, then 8, then 32 s between polls while the sleep is under
+    # MinJobAge / 2 (300 s by default): a job of 10 s is seen done after 42 s. Here it
+    # polls every 2 s.
+    conf = _write_conf(
+        root,
+        [(node.name, node.address) for node in nodes.nodes],
+        cpus,
+        ports,
+        extra=["MinJobAge=4"],
+    )
+    for node in nodes.nodes:
+        (root / "spool" / node.name).mkdir()
+    env = nodes.env({"SLURM_CONF": str(conf), MARKER: str(root)})
+    cluster = Cluster(
+        root=root,
+        conf=conf,
+        env=env,
+        hostname=first.name,
+        ports=ports,
+        nodes=tuple(node.name for node in nodes.nodes),
+        prefix=tuple(first.argv()),
+    )
+
+    def start_slurm() -> list[subprocess.Popen[bytes]]:
+        log = root / "log"
+        daemons = [
+            nodes.popen(first.index, ["slurmctld", "-D", "-i"], env=env, log=log / "slurmctld.out")
+        ]
+        for node in nodes.nodes:
+            command = with_cgroups("slurmd", "-D", "-N", node.name)
+            daemons.append(
+                nodes.popen(node.index, command, env=env, log=log / f"slurmd-{node.name}.out")
+            )
+        return daemons
+
+    with _running(cluster, start_slurm, limit=limit, keep=keep):
+        yield cluster

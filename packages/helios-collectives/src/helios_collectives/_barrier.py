@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import torch
@@ -34,6 +37,7 @@ _KEY_PREFIX = "helios_collectives/barrier"
 _MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
 _GAVE_UP = 1 << 40  # added to a barrier's arrival count once a rank has timed out
 _MAX_READ_WAIT = 5.0  # seconds a rank that timed out waits for the others to read why
+_STORE_GRACE = 2.0  # seconds past the protocol's own bound before the store counts as gone
 
 
 def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
@@ -226,8 +230,9 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
             rank to give up expired; its ``missing_ranks`` lists their global ranks, and
             its ``timeout`` is that rank's timeout (a ``RuntimeError``).
         BarrierError: The store could not be reached, as when the process that hosts
-            it (rank 0 of a hand-started job, or torchrun's agent) died (a
-            ``RuntimeError``).
+            it (rank 0 of a hand-started job, or torchrun's agent) died, or stopped
+            answering (its node's link down): then at the latest ``timeout`` plus twice
+            ``min(timeout, 5 s)`` plus 2 s after the call (a ``RuntimeError``).
         CollectiveArgumentError: ``timeout`` is not positive and finite (a
             ``ValueError``, raised before anything is sent).
         TypeError: ``timeout`` is not a timedelta or number, or ``group`` is not a
@@ -259,6 +264,57 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     store = dist.distributed_c10d._get_default_store()
     number = _BARRIERS.get(group, 0) + 1
     _BARRIERS[group] = number
+    meet = partial(
+        _meet, store, group, ranks=ranks, me=me, number=number, deadline=deadline, limit=limit
+    )
+    _bounded(meet, limit)
+
+
+def _bounded(meet: Callable[[], None], limit: timedelta) -> None:
+    """Run the barrier's store protocol, giving up when the store stops answering.
+
+    A store request to a host that is unreachable (its link down) or stopped can block
+    past any timeout the store was given: the protocol runs in a daemon thread, and
+    this rank raises once the protocol's own bound has passed.
+    """
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            meet()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    worker = threading.Thread(target=run, name="helios-barrier", daemon=True)
+    worker.start()
+    seconds = limit.total_seconds()
+    # The protocol waits up to its timeout, then up to min(timeout, 5 s) twice.
+    bound = seconds + 2 * min(seconds, _MAX_READ_WAIT) + _STORE_GRACE
+    worker.join(bound)
+    if not outcome:
+        message = (
+            f"barrier: the rendezvous store did not answer within {bound:g} s; the host that "
+            "serves it (rank 0 of a hand-started job, or torchrun's agent) is unreachable or "
+            "stopped"
+        )
+        raise BarrierError(message)
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _meet(
+    store: Store,
+    group: dist.ProcessGroup,
+    *,
+    ranks: list[int],
+    me: int,
+    number: int,
+    deadline: float,
+    limit: timedelta,
+) -> None:
+    """The barrier's store protocol (see :func:`barrier`)."""
     try:
         prefix = _session_prefix(store, group, len(ranks))
         base = f"{prefix}/{number}"

@@ -1,0 +1,137 @@
+"""Faults across nodes: the second node's processes killed, or its link taken down.
+
+Four hand-started ranks, two per virtual node, all-reduce in a loop with a 10 s group
+timeout. Once every rank has summed right, the test breaks the second node. Every rank
+that survives must raise within the group timeout plus 10 s, and the first node's
+ranks, asked by ``helios_collectives.barrier``, must name the second node's ranks as
+missing; every process must end by itself, with the status the fault implies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.multinode.checks import TEST_TIMEOUT
+from tests.support.netns import VirtualNodes
+from tests.support.procs import RESULT_PREFIX
+
+pytestmark = [pytest.mark.multinode, pytest.mark.timeout(TEST_TIMEOUT)]
+
+WORKER = [sys.executable, str(Path(__file__).parent / "workers" / "fault_loop.py")]
+GROUP_TIMEOUT = 10.0
+READY_LIMIT = 90.0
+SURVIVOR_LIMIT = GROUP_TIMEOUT + 10.0
+END_LIMIT = 90.0
+PER_NODE = 2
+
+
+def reports(log: Path) -> list[dict[str, Any]]:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return [
+        json.loads(line[len(RESULT_PREFIX) :])
+        for line in text.splitlines()
+        if line.startswith(RESULT_PREFIX)
+    ]
+
+
+def outputs(procs: list[tuple[int, Path, Any]], statuses: dict[int, int | None]) -> str:
+    """Every rank's output, with its exit status when known, for a failure message."""
+    parts = []
+    for rank, log, _ in procs:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        parts.append(f"--- rank {rank} (status {statuses.get(rank, 'running')})\n{text}")
+    return "\n".join(parts)
+
+
+def run_fault(
+    nodes: VirtualNodes, tmp_path: Path, fault: Callable[[], object]
+) -> tuple[dict[int, dict[str, Any]], dict[int, int | None], str]:
+    """Start the ranks, break the second node once all are ready, collect the reports."""
+    fault_file = tmp_path / "fault"
+    port = nodes.free_port(0)
+    world = PER_NODE * len(nodes.nodes)
+    procs = []
+    for rank in range(world):
+        node = rank // PER_NODE
+        log = tmp_path / f"rank-{rank}.log"
+        env = nodes.env(
+            {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(rank % PER_NODE),
+                "LOCAL_WORLD_SIZE": str(PER_NODE),
+                "MASTER_ADDR": nodes.nodes[0].address,
+                "MASTER_PORT": str(port),
+                "HELIOS_TEST_PG_TIMEOUT": str(GROUP_TIMEOUT),
+                "HELIOS_TEST_FAULT_FILE": str(fault_file),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        procs.append((rank, log, nodes.popen(node, WORKER, env=env, log=log)))
+    logs = "\n".join(
+        f"--- rank {r}\n" + (log.read_text() if log.exists() else "") for r, log, _ in procs
+    )
+    deadline = time.monotonic() + READY_LIMIT
+    while not all(log.exists() and "READY" in log.read_text() for _, log, _ in procs):
+        if time.monotonic() > deadline or any(p.poll() is not None for _, _, p in procs):
+            for _, _, proc in procs:
+                proc.kill()
+            logs = "\n".join(
+                f"--- rank {r}\n" + log.read_text() for r, log, _ in procs if log.exists()
+            )
+            pytest.fail(f"the ranks did not all get ready:\n{logs}")
+        time.sleep(0.2)
+    time.sleep(1.0)  # well into the loop on every rank
+    fault_file.write_text(repr(time.time()))
+    fault()
+    statuses: dict[int, int | None] = {}
+    end = time.monotonic() + END_LIMIT
+    for rank, _, proc in procs:
+        try:
+            statuses[rank] = proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except Exception:
+            proc.kill()
+            statuses[rank] = None
+    logs = "\n".join(
+        f"--- rank {r} (status {statuses[r]})\n" + log.read_text() for r, log, _ in procs
+    )
+    found = {int(item["rank"]): item for _, log, _ in procs for item in reports(log)}
+    return found, statuses, logs
+
+
+def test_killing_the_second_node_fails_the_first_fast_and_names_its_ranks(
+    nodes: VirtualNodes, tmp_path: Path
+) -> None:
+    found, statuses, logs = run_fault(nodes, tmp_path, lambda: nodes.kill(1))
+
+    assert None not in statuses.values(), logs  # nothing hung
+    assert [statuses[rank] for rank in (0, 1)] == [1, 1], logs
+    assert [statuses[rank] for rank in (2, 3)] == [-9, -9], logs
+    for rank in (0, 1):
+        assert found[rank]["after_fault"] <= SURVIVOR_LIMIT, logs
+        assert found[rank]["barrier"] == "BarrierTimeoutError", logs
+        assert found[rank]["missing"] == [2, 3], logs
+
+
+def test_cutting_the_second_nodes_link_fails_every_rank_within_the_timeout(
+    nodes: VirtualNodes, tmp_path: Path
+) -> None:
+    try:
+        found, statuses, logs = run_fault(nodes, tmp_path, lambda: nodes.link_down(1))
+    finally:
+        nodes.link_up(1)
+
+    assert None not in statuses.values(), logs  # nothing hung
+    assert set(statuses.values()) == {1}, logs
+    for rank in range(4):
+        assert found[rank]["after_fault"] <= SURVIVOR_LIMIT, logs
+    for rank in (0, 1):
+        assert found[rank]["barrier"] == "BarrierTimeoutError", logs
+        assert found[rank]["missing"] == [2, 3], logs

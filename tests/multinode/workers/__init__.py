@@ -1,0 +1,1 @@
+"""Worker scripts that the multi-node tests start on the virtual nodes."""
