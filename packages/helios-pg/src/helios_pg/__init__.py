@@ -10,12 +10,10 @@ the pytest plugin this package registers costs nothing in sessions that never st
 a multi-rank test.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+import typing as _typing
 
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from helios_pg._backend import default_backend
     from helios_pg._device import local_device
     from helios_pg._errors import (
@@ -65,7 +63,7 @@ def __getattr__(name: str) -> object:
     if module is None:
         message = f"module 'helios_pg' has no attribute {name!r}"
         raise AttributeError(message)
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 
