@@ -2,7 +2,8 @@
 and a peer that dies. The others raise within the group timeout; nothing hangs.
 
 Late and skipping ranks run on ranks of helios-pg's pytest plugin; the dead peers are
-processes of their own (tests/support/groups.py), which the test kills.
+processes of their own (tests/support/groups.py), which exit (``os._exit(1)``) after a
+first barrier, before the operation.
 """
 
 from __future__ import annotations
@@ -120,9 +121,10 @@ def _survivor_call(run: list[dict[str, Any]], op: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("op", DEAD_PEER_OPERATIONS)
-def test_a_dead_peer_exits_where_the_test_kills_it(
+def test_the_peer_dies_before_the_operation_and_the_survivor_exits_cleanly(
     dead_peer_run: list[dict[str, Any]], op: str
 ) -> None:
+    # The tests below read the survivor's call: it met a peer that had already died.
     exits = {r["rank"]: r for r in _reports(dead_peer_run, op, "exit")}
     assert {rank: e["status"] for rank, e in exits.items()} == {0: 0, 1: 1}, exits
     assert [r["where"] for r in _reports(dead_peer_run, op, "dying")] == ["before the operation"]

@@ -1,26 +1,26 @@
-"""``python -m helios_collectives``: the check and benchmark, plainly and under torchrun."""
+"""``python -m helios_collectives``: the check and benchmark, plainly and under torchrun.
+
+The plain runs call its ``main(argv)`` in this process (a world of one on a local store);
+the runs under torchrun start ``python -m helios_collectives`` itself.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+import torch
+import torch.distributed as dist
 
 import helios_pg
 from helios_collectives._errors import SizeSpecError
+from helios_collectives._main.cli import main
 from helios_collectives._main.sizes import format_bytes, parse_size, parse_sizes
 from helios_collectives._main.sweep import bus_factor
-from tests.support.procs import base_env, run_processes, run_torchrun
+from tests.support.procs import run_torchrun
 
 QUICK = ["--sizes", "4B:4KiB:32", "--iters", "2", "--warmup", "0"]
-
-
-def _main_job(*args: str, extra_env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    command = [sys.executable, "-m", "helios_collectives", *args]
-    done = run_processes([(command, base_env(extra_env))], limit=90)[0]
-    return done.returncode, done.stdout, done.stderr
 
 
 def test_parse_sizes_takes_a_range_with_a_factor() -> None:
@@ -32,10 +32,24 @@ def test_parse_sizes_takes_a_list() -> None:
     assert parse_sizes("1MiB,8, 1K") == [8, 1024, 1024 * 1024]
 
 
-@pytest.mark.parametrize("spec", ["0B", "4XB", "64MiB:4B", "4B:64MiB:1", "1:2:3:4", "abc"])
-def test_parse_sizes_rejects_bad_values_naming_them(spec: str) -> None:
-    with pytest.raises(SizeSpecError, match=r"size|--sizes"):
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("0B", "size '0B' is not a positive size such as 4B, 64K or 64MiB"),
+        ("4XB", "size '4XB' is not a positive size such as 4B, 64K or 64MiB"),
+        ("abc", "size 'abc' is not a positive size such as 4B, 64K or 64MiB"),
+        ("4B:abc", "size 'abc' is not a positive size"),
+        ("64MiB:4B", "--sizes '64MiB:4B': MIN (67108864 B) exceeds MAX (4 B); swap them"),
+        ("4B:64MiB:1", "--sizes '4B:64MiB:1': the factor must be an integer >= 2, got '1'"),
+        ("4B:64MiB:x", "--sizes '4B:64MiB:x': the factor must be an integer >= 2, got 'x'"),
+        ("1:2:3:4", "--sizes '1:2:3:4': use MIN:MAX or MIN:MAX:FACTOR, such as 4B:64MiB:4"),
+    ],
+)
+def test_parse_sizes_rejects_bad_values_naming_them_and_the_fix(spec: str, message: str) -> None:
+    with pytest.raises(SizeSpecError) as raised:
         parse_sizes(spec)
+    assert str(raised.value).startswith(message)
+    assert isinstance(raised.value, ValueError)
 
 
 def test_parse_size_and_format_bytes_round_trip() -> None:
@@ -49,8 +63,11 @@ def test_bus_factors_follow_nccl_tests() -> None:
     assert bus_factor("all_reduce", 1) == 0.0
 
 
-def test_a_plain_run_passes_every_check_and_reports_json() -> None:
-    code, out, err = _main_job(*QUICK, "--json")
+def test_a_plain_run_passes_every_check_and_reports_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main([*QUICK, "--json"])
+    out, err = capsys.readouterr()
     assert code == 0, err
     data = json.loads(out)
     assert data["ok"] is True
@@ -60,18 +77,28 @@ def test_a_plain_run_passes_every_check_and_reports_json() -> None:
     assert {p["operation"] for p in data["benchmark"]} == {"all_reduce", "all_gather"}
     assert len(data["benchmark"]) == 2 * 3
     assert "verifying collectives" in err
+    assert not dist.is_initialized()
 
 
-def test_a_bad_sizes_value_exits_with_status_two_naming_it() -> None:
-    code, _, err = _main_job("--sizes", "64MiB:4B")
-    assert code == 2
-    assert "64MiB:4B" in err
+def test_a_bad_sizes_value_exits_with_status_two_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--sizes", "64MiB:4B"])
+    assert exited.value.code == 2
+    assert "--sizes '64MiB:4B': MIN (67108864 B) exceeds MAX (4 B)" in capsys.readouterr().err
 
 
-def test_a_malformed_launcher_variable_exits_with_status_two_naming_it() -> None:
-    code, _, err = _main_job("--no-bench", extra_env={"RANK": "abc", "WORLD_SIZE": "2"})
-    assert code == 2
+def test_a_malformed_launcher_variable_exits_with_status_two_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RANK", "abc")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["--no-bench"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid environment" in err
     assert "RANK='abc'" in err
+    assert not dist.is_initialized()
 
 
 def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
@@ -103,17 +130,23 @@ def test_a_wrong_result_on_one_rank_fails_the_run_and_names_the_rank(tmp_path: P
     assert "FAILED checks: gather_uneven" in done.stderr
 
 
-def test_a_backend_that_cannot_run_here_exits_with_status_two_naming_the_fix() -> None:
-    code, _, err = _main_job(
-        "--no-bench", "--backend", "nccl", extra_env={"CUDA_VISIBLE_DEVICES": ""}
-    )
-    assert code == 2
+def test_a_backend_that_cannot_run_here_exits_with_status_two_naming_the_fix(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["--no-bench", "--backend", "nccl"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot create the process group" in err
     assert "backend='gloo'" in err
+    assert not dist.is_initialized()
 
 
-def test_an_unknown_backend_exits_with_status_two_listing_the_backends_torch_offers() -> None:
-    code, _, err = _main_job("--no-bench", "--backend", "foo")
-    assert code == 2
+def test_an_unknown_backend_exits_with_status_two_listing_the_backends_torch_offers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--no-bench", "--backend", "foo"]) == 2
+    err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "backend='foo'" in err
     assert "'gloo'" in err
+    assert not dist.is_initialized()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 import helios_collectives
 
 PUBLIC = [
@@ -22,6 +24,14 @@ PUBLIC = [
     "safe_barrier",
 ]
 """Adding or removing a public name is an API change: update this list with it."""
+FUNCTIONS = [
+    "all_reduce_tensors",
+    "barrier",
+    "gather_into_tensor",
+    "gather_uneven",
+    "safe_barrier",
+]
+"""The public functions: the rest of PUBLIC are classes and a constant."""
 
 
 def test_all_lists_exactly_the_public_names() -> None:
@@ -43,3 +53,17 @@ def test_every_public_function_and_class_has_a_docstring() -> None:
     ]
 
     assert undocumented == []
+
+
+def test_the_public_functions_are_exactly_the_functions_of_the_public_names() -> None:
+    functions = [name for name in PUBLIC if inspect.isfunction(getattr(helios_collectives, name))]
+
+    assert functions == FUNCTIONS
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_public_function_documents_args_and_raises(name: str) -> None:
+    doc = inspect.getdoc(getattr(helios_collectives, name)) or ""
+
+    assert "Args:" in doc
+    assert "Raises:" in doc

@@ -23,6 +23,19 @@ from tests.support.procs import base_env, free_port, results, run_processes
 WORKER = Path(__file__).parents[1] / "launchers" / "workers" / "form_group.py"
 
 
+WAIT_THEN_RUN = """
+import runpy, sys, time
+from pathlib import Path
+import torch
+flag, worker = sys.argv[1:]
+while not Path(flag).exists():
+    time.sleep(0.05)
+sys.argv = [worker]
+runpy.run_path(worker, run_name="__main__")
+"""
+"""``python -c`` program: import torch, wait for the file ``argv[1]``, then run ``argv[2]``."""
+
+
 def slurm_task(*, job: int, rank: int, tasks: int, nodes: int, nodelist: str) -> dict[str, str]:
     """One task of an srun step, as srun sets it (one node unless ``nodes`` says more)."""
     return {
@@ -43,7 +56,7 @@ def export(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
         monkeypatch.setenv(name, value)
 
 
-def test_a_process_of_another_job_is_refused_and_the_job_still_forms() -> None:
+def test_a_process_of_another_job_is_refused_and_the_job_still_forms(tmp_path: Path) -> None:
     port = free_port()
     common = {"MASTER_PORT": str(port), "HELIOS_TEST_PG_TIMEOUT": "40"}
     job_rank0 = base_env(
@@ -58,10 +71,15 @@ def test_a_process_of_another_job_is_refused_and_the_job_still_forms() -> None:
         common | slurm_task(job=71, rank=1, tasks=2, nodes=1, nodelist="localhost")
     )
     worker = [sys.executable, str(WORKER)]
-    late = ["sh", "-c", f"sleep 6; exec {shlex.join(worker)}"]
+    # Job 71's own rank 1 imports torch at once, but runs the worker only once the stray
+    # has tried and left, so the stray is the first to knock on rank 0's store.
+    flag = tmp_path / "stray-left"
+    then_flag = f"status=$?; touch {shlex.quote(str(flag))}; exit $status"
+    first = ["sh", "-c", f"{shlex.join(worker)}; {then_flag}"]
+    late = [sys.executable, "-c", WAIT_THEN_RUN, str(flag), str(WORKER)]
 
     rank0, refused, rank1 = run_processes(
-        [(worker, job_rank0), (worker, stray), (late, job_rank1)], limit=90
+        [(worker, job_rank0), (first, stray), (late, job_rank1)], limit=90
     )
 
     (error,) = results(refused)

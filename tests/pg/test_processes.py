@@ -1,10 +1,12 @@
-"""Real processes over gloo on 127.0.0.1: hand-started, torchrun, two agents, one process.
+"""Real processes over gloo on 127.0.0.1: hand-started, torchrun, one process.
 
 Starting a process costs several seconds (importing torch), so each launch below is a
 module-scoped fixture that several tests read: every worker reports what it saw on
 ``RESULT`` lines. Every launch has a parent-side time limit (tests/support/procs.py),
 every group a short timeout, and every port is a fresh free one. Workers run with
-``CUDA_VISIBLE_DEVICES`` empty, so these are the gloo paths on any machine.
+``CUDA_VISIBLE_DEVICES`` empty, so these are the gloo paths on any machine. Two torchrun
+agents that stand for two nodes run in tests/integration/test_torchrun.py, whose launch
+also checks helios_log.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from tests.support.procs import (
     run_hand_started,
     run_processes,
     run_torchrun,
-    run_two_nodes,
 )
 
 WORKERS = Path(__file__).resolve().parent / "workers"
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": ""}
-LIMIT = 75.0
+LIMIT = 110.0
+"""Seconds: a launch on two loaded, shared cores (torchrun's restart starts six interpreters
+that import torch); under the 120 s test timeout, which counts a module fixture's setup."""
 HAND_STARTED = 3
 TORCHRUN_NPROC = 3
 PROBE_TIMEOUT = 2.0  # seconds: the group timeout that a skipped all-reduce must hit
@@ -45,17 +48,8 @@ def expect_clean_exit(finished: Sequence[Finished]) -> None:
         assert UNDESTROYED not in item.stderr, item.describe()
 
 
-def info(
-    rank: int,
-    world_size: int,
-    local_rank: int,
-    local_world_size: int,
-    node: tuple[int, int] | None = None,
-) -> dict[str, int | None]:
-    node_rank, num_nodes = node if node is not None else (None, None)
-    return dataclasses.asdict(
-        DistributedInfo(local_rank, rank, local_world_size, world_size, node_rank, num_nodes)
-    )
+def info(rank: int, world_size: int, local_rank: int, local_world_size: int) -> dict[str, Any]:
+    return dataclasses.asdict(DistributedInfo(local_rank, rank, local_world_size, world_size))
 
 
 def phase(reports: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
@@ -218,32 +212,6 @@ def test_an_elastic_restart_initializes_the_second_attempt_cleanly(standalone: F
     finished = [r for r in reports if r["event"] == "finished"]
     assert [r["attempt"] for r in ran] == ["1"] * TORCHRUN_NPROC
     assert finished == [{"event": "finished", "attempt": "1", "initialized": False}] * 3
-
-
-@pytest.fixture(scope="module")
-def two_nodes() -> list[Finished]:
-    return run_two_nodes(
-        [str(WORKERS / "ranks.py")], nproc_per_node=2, extra_env=CPU_ONLY, limit=LIMIT
-    )
-
-
-def test_two_torchrun_agents_give_ranks_0_to_3_and_local_ranks_0_to_1(
-    two_nodes: list[Finished],
-) -> None:
-    expect_clean_exit(two_nodes)
-    ran = [r for r in results(two_nodes) if r["event"] == "ran"]
-    seen = sorted((r["dist_rank"], r["after"]["local_rank"], r["group_rank"]) for r in ran)
-    assert seen == [(0, 0, "0"), (1, 1, "0"), (2, 0, "1"), (3, 1, "1")], ran
-    for report in ran:
-        rank = report["dist_rank"]
-        expected = info(rank, 4, rank % 2, 2, node=(rank // 2, 2))  # GROUP_RANK
-        assert report["torchrun"] is True
-        assert report["before"] == expected
-        assert report["after"] == expected
-        assert report["dist_world_size"] == 4
-        assert report["total"] == sum(range(4))
-    finished = [r for r in results(two_nodes) if r["event"] == "finished"]
-    assert [r["initialized"] for r in finished] == [False] * 4
 
 
 # --- one plain process --------------------------------------------------------------

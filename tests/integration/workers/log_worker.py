@@ -1,19 +1,29 @@
-"""Worker for tests/integration/test_log_torchrun.py: print and log before and after init.
+"""Worker for tests/integration/test_torchrun.py: print and log before and after init.
 
 Every line it prints carries a marker ``@@<kind> <phase>:<rank>:<local_rank>@@``; the
 parent counts markers to learn which ranks printed. Each line leaves in one write, so
 lines from several processes sharing a pipe never interleave mid-line.
+
+The group is torch's own (``init_process_group``), or with ``--helios-pg`` the one that
+``helios_pg.init`` forms; then the worker also reports, on a ``ranks`` line, what
+helios_env saw before and after init, one all-reduce, and that ``helios_pg.shutdown``
+left no group.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import io
 import logging
+import os
 import sys
 
+import torch
 import torch.distributed as dist
 
-from helios_env import get_dist_info, inspect_environment
+import helios_pg
+from helios_env import get_dist_info, inspect_environment, is_using_torchrun
 from helios_log import (
     global_print,
     local_print,
@@ -56,20 +66,51 @@ def emit(phase: str) -> None:
     )
 
 
+def report_ranks(before: dict[str, object]) -> None:
+    total = torch.tensor([float(dist.get_rank())])
+    dist.all_reduce(total)
+    report(
+        phase="ranks",
+        rank=dist.get_rank(),
+        torchrun=is_using_torchrun(),
+        before=before,
+        after=dataclasses.asdict(get_dist_info()),
+        dist_rank=dist.get_rank(),
+        dist_world_size=dist.get_world_size(),
+        backend=dist.get_backend(),
+        group_rank=os.environ.get("GROUP_RANK"),
+        total=total.item(),
+    )
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--helios-pg", action="store_true", help="form the group by helios_pg")
+    args = parser.parse_args()
     if isinstance(sys.stdout, io.TextIOWrapper):
         # Buffer each line whole: with PYTHONUNBUFFERED, print writes the text and its
         # newline separately, and another process's output could land in between.
         sys.stdout.reconfigure(line_buffering=True, write_through=False)
     setup_rank_logging(stream=sys.stdout)
+    before = dataclasses.asdict(get_dist_info())
     emit("before")
-    dist.init_process_group("gloo", init_method="env://", timeout=group_timeout())
+    if args.helios_pg:
+        helios_pg.init(timeout=group_timeout())
+    else:
+        dist.init_process_group("gloo", init_method="env://", timeout=group_timeout())
     try:
         dist.barrier()
         emit("after")
+        if args.helios_pg:
+            report_ranks(before)
         dist.barrier()
     finally:
-        dist.destroy_process_group()
+        if args.helios_pg:
+            helios_pg.shutdown()
+        else:
+            dist.destroy_process_group()
+    if args.helios_pg:
+        report(phase="shutdown", initialized=dist.is_initialized())
 
 
 if __name__ == "__main__":

@@ -10,9 +10,7 @@ the pytest plugin this package registers costs nothing in sessions that never st
 a multi-rank test.
 """
 
-from __future__ import annotations
-
-import importlib
+import importlib as _importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,6 +45,7 @@ _PUBLIC = {
 """Each public name and the private module that defines it, imported on first use."""
 
 __all__ = list(_PUBLIC)
+del TYPE_CHECKING  # only public names in the package's namespace
 
 __version__ = "0.1.0"
 
@@ -56,7 +55,7 @@ def __getattr__(name: str) -> object:
     if module is None:
         message = f"module 'helios_pg' has no attribute {name!r}"
         raise AttributeError(message)
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -1,13 +1,16 @@
-"""helios_log under real torchrun: which ranks print and log, before and after init.
+"""Real torchrun: which ranks helios_log prints and logs on, and the ranks on two nodes.
 
 Two runs, shared by every test here: three processes on one node, and two torchrun
 agents of two processes each that stand for two nodes. The worker prints and logs
-before ``init_process_group`` and again with a live gloo group; the tests count the
-marked lines each call produced.
+before the group exists and again with a live gloo group; the tests count the marked
+lines each call produced. On one node the group is torch's own
+(``init_process_group``); on two it is ``helios_pg.init``'s, and the workers also report
+the ranks that helios_env sees before and after init.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 from collections import Counter
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from helios_env import DistributedInfo
 from tests.support.procs import Finished, results, run_torchrun, run_two_nodes
 
 if importlib.util.find_spec("torch") is None:
@@ -30,6 +34,9 @@ LOG_LINE = re.compile(
     r"@@(?P<kind>info|warning) (?P<phase>\w+):(?P<rank>\d+):\d+@@$"
 )
 PHASES = ["before", "after"]
+LIMIT = 110.0
+"""Seconds: a launch on two loaded, shared cores; under the 120 s test timeout, which
+counts a module fixture's setup."""
 
 
 @dataclass(frozen=True)
@@ -69,15 +76,28 @@ class Run:
         return "\n".join(item.describe() for item in self.finished)
 
 
-@pytest.fixture(scope="module", params=["one-node-3", "two-nodes-2x2"])
+@pytest.fixture(scope="module")
+def one_node() -> Run:
+    finished = [run_torchrun([WORKER], nproc=3, limit=LIMIT)]
+    return Run(1, 3, finished, results(finished))
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Run:
+    finished = run_two_nodes(
+        [WORKER, "--helios-pg"],
+        nproc_per_node=2,
+        # gloo on the CPU even where GPUs exist, as on one node.
+        extra_env={"CUDA_VISIBLE_DEVICES": ""},
+        limit=LIMIT,
+    )
+    return Run(2, 2, finished, results(finished))
+
+
+@pytest.fixture(scope="module", params=["one_node", "two_nodes"])
 def run(request: pytest.FixtureRequest) -> Run:
-    if request.param == "one-node-3":
-        nodes, per_node = 1, 3
-        finished = [run_torchrun([WORKER], nproc=3, limit=80)]
-    else:
-        nodes, per_node = 2, 2
-        finished = run_two_nodes([WORKER], nproc_per_node=2, limit=80)
-    return Run(nodes, per_node, finished, results(finished))
+    found: Run = request.getfixturevalue(request.param)
+    return found
 
 
 def test_every_worker_exits_cleanly(run: Run) -> None:
@@ -152,3 +172,21 @@ def test_rank_logging_prefixes_each_line_with_its_rank(run: Run, phase: str) -> 
     for match in lines:
         assert match["prefix_rank"] == match["rank"]
         assert int(match["prefix_size"]) == run.world_size
+
+
+def test_two_torchrun_agents_give_ranks_0_to_3_and_local_ranks_0_to_1(two_nodes: Run) -> None:
+    ran = two_nodes.reported("ranks")
+    seen = sorted((r["dist_rank"], r["after"]["local_rank"], r["group_rank"]) for r in ran)
+    assert seen == [(0, 0, "0"), (1, 1, "0"), (2, 0, "1"), (3, 1, "1")], two_nodes.describe()
+    for report in ran:
+        rank = report["dist_rank"]
+        # node_rank from GROUP_RANK, num_nodes from GROUP_WORLD_SIZE.
+        expected = dataclasses.asdict(DistributedInfo(rank % 2, rank, 2, 4, rank // 2, 2))
+        assert report["torchrun"] is True
+        assert report["before"] == expected
+        assert report["after"] == expected
+        assert report["dist_world_size"] == 4
+        assert report["backend"] == "gloo"
+        assert report["total"] == sum(range(4))
+    shutdown = [r["initialized"] for r in two_nodes.reports if r["phase"] == "shutdown"]
+    assert shutdown == [False] * 4, two_nodes.describe()
