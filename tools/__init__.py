@@ -1,0 +1,1 @@
+"""Workspace scripts: the CI matrix, the wheel isolation check, benchmarks, fault scenarios."""
