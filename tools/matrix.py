@@ -6,7 +6,8 @@ at a time streams straight to stdout; several at a time each write to a log of t
 own, printed whole when the job ends, so that the output of two jobs never interleaves.
 A failed job is named in the output and the others still run; every command runs in a
 session of its own and goes, with every process it started, when it passes its limit
-or when the runner is interrupted.
+or when the run is stopped (SIGTERM or Ctrl-C: what still runs fails, what has not
+started fails without starting, and the summary is printed).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -31,7 +32,8 @@ __all__ = ["ROOT", "Job", "JobError", "find_python", "run", "run_jobs"]
 ROOT = Path(__file__).resolve().parents[1]
 
 _live: set[subprocess.Popen[str]] = set()
-_live_lock = threading.Lock()
+# Reentrant: the signal handler takes it in the main thread, which may hold it already.
+_live_lock = threading.RLock()
 _stopping = threading.Event()
 
 
@@ -68,7 +70,7 @@ def run(
     print("+", " ".join(command), file=out, flush=True)
     with _live_lock:
         if _stopping.is_set():
-            message = f"not started, the run was interrupted: {' '.join(command)}"
+            message = f"not started, the run was stopped: {' '.join(command)}"
             raise JobError(message)
         process = subprocess.Popen(
             command,
@@ -82,6 +84,9 @@ def run(
             start_new_session=True,
         )
         _live.add(process)
+    if _stopping.is_set():
+        # The run was stopped while this command started.
+        _kill(process)
     try:
         stdout, _ = process.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -99,7 +104,8 @@ def run(
         with _live_lock:
             _live.discard(process)
     if process.returncode != 0:
-        message = f"exit status {process.returncode}: {' '.join(command)}"
+        stopped = ", stopped with the run" if _stopping.is_set() else ""
+        message = f"exit status {process.returncode}{stopped}: {' '.join(command)}"
         raise JobError(message)
     return stdout or ""
 
@@ -149,11 +155,30 @@ def _report(name: str, error: str | None, seconds: float) -> None:
         print(f"FAILED {name} ({seconds:.0f} s): {error}", flush=True)
 
 
+def _stop(signum: int, frame: object) -> None:
+    with _live_lock:
+        _stopping.set()
+        for process in _live:
+            _kill(process)
+
+
 def run_jobs(jobs: Sequence[Job], *, parallel: int = 1) -> list[str]:
     """Run ``jobs``, ``parallel`` at a time, in their order; return the names that failed.
 
-    Ends with one line per job: its name, ok or FAILED, and how long it took.
+    Ends with one line per job: its name, ok or FAILED, and how long it took. SIGTERM (a
+    CI's time limit, a cancelled job) or SIGINT stops the run: the commands still running
+    go, with every process they started, and every job not done fails.
     """
+    _stopping.clear()
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run_jobs(jobs, parallel=parallel)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_jobs(jobs: Sequence[Job], *, parallel: int) -> list[str]:
     outcomes: dict[str, tuple[str | None, float]] = {}
     if parallel <= 1:
         for job in jobs:
@@ -167,28 +192,14 @@ def run_jobs(jobs: Sequence[Job], *, parallel: int = 1) -> list[str]:
                 with Path(logs, f"{job.name}.log").open("w") as out:
                     return _attempt(job, out)
 
-            pool = ThreadPoolExecutor(max_workers=parallel)
-            running: dict[Future[tuple[str | None, float]], Job] = {}
-            try:
-                for job in jobs:
-                    running[pool.submit(attempt_logged, job)] = job
-                pending = set(running)
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        job = running[future]
-                        outcomes[job.name] = future.result()
-                        print(f"\n==== {job.name}", flush=True)
-                        sys.stdout.write(Path(logs, f"{job.name}.log").read_text())
-                        _report(job.name, *outcomes[job.name])
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                with _live_lock:
-                    _stopping.set()
-                    for process in _live:
-                        _kill(process)
-                raise
-            pool.shutdown()
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                running = {pool.submit(attempt_logged, job): job for job in jobs}
+                for future in as_completed(running):
+                    job = running[future]
+                    outcomes[job.name] = future.result()
+                    print(f"\n==== {job.name}", flush=True)
+                    sys.stdout.write(Path(logs, f"{job.name}.log").read_text())
+                    _report(job.name, *outcomes[job.name])
     print("\n==== summary", flush=True)
     for job in jobs:
         error, seconds = outcomes[job.name]

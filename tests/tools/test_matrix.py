@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -96,3 +98,41 @@ def test_capture_returns_what_the_command_printed(tmp_path: Path) -> None:
     with (tmp_path / "log").open("w") as out:
         assert run([sys.executable, "-c", "print('hello')"], out=out, capture=True) == "hello\n"
     assert (tmp_path / "log").read_text().startswith("+ ")
+
+
+# A matrix of one job whose command leaves a child behind: the child's pid goes to a file.
+RUNNER = """
+import sys
+from tools.matrix import Job, run, run_jobs
+
+pid_file, parallel = sys.argv[1], int(sys.argv[2])
+script = f"sleep 60 & echo $! > {pid_file}; wait"
+jobs = [Job(name, lambda out: run(["sh", "-c", script], out=out)) for name in ("a", "b")]
+sys.exit(1 if run_jobs(jobs[:parallel], parallel=parallel) else 0)
+"""
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_sigterm_ends_the_run_with_every_process_it_started(tmp_path: Path, parallel: int) -> None:
+    pid_file = tmp_path / "child.pid"
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(pid_file), str(parallel)],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the job never started its command"
+            time.sleep(0.05)
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=30) == 1
+    finally:
+        runner.kill()
+        runner.wait()
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while not is_gone(child):
+        assert time.monotonic() < deadline, f"the command's child {child} outlived the run"
+        time.sleep(0.05)
