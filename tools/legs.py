@@ -1,22 +1,32 @@
 """Run the test suite at both ends of the supported range, outside the locked workspace.
 
-Each leg makes a fresh virtual environment under ``.legs/``, installs the workspace
+Each leg makes a fresh virtual environment under ``.legs/``, installs workspace
 packages (editable) and the ``test`` dependency group into it, resolved from the
 package index rather than ``uv.lock``, and runs pytest there:
 
 - ``floor``: Python 3.10 with the lowest versions the metadata allows of every direct
   dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...);
 - ``top``: Python 3.13 with the newest of everything (the newest torch);
-- ``no-torch-3.10`` ... ``no-torch-3.13``: helios-env and helios-log alone, without
-  torch, and their tests;
+- ``no-torch-3.10``: helios-env and helios-log alone, without torch, and their tests,
+  on Python 3.10 with the lowest versions, as ``floor``.
 - ``plugin-floor``: helios-pg's pytest plugin (``helios-pg[pytest]``) at the lowest
   pytest it declares, ``pytest==8.0.*``, with the newest of everything else, and its
   tests (``tests/pg/test_plugin.py``; add ``--pytest-args "-m ''"`` for the slow ones).
 
-Usage::
+Where one run stands for another, the other leaves it out. tests/env and tests/log never
+import torch (their stand-in for a live group is a fake ``torch.distributed``): on floor
+they run in no-torch-3.10 instead, on the same Python with the same versions. The wheel
+isolation check (tools/check_isolation.py) runs each package's tests from its wheel
+alone on Python 3.13 with the newest of everything, as top would: top leaves out those
+four directories, and helios-env's and helios-log's wheels are the runs without torch
+on 3.13.
 
-    uv run python tools/legs.py floor top        # or: all, or any leg names
-    uv run python tools/legs.py --list
+The matrix that CI runs is these legs and the wheel isolation check, one entry per
+package (``wheel-<package>``; ``isolation`` names them all), two at a time::
+
+    uv run python -m tools.legs floor top        # or: all, isolation, or any entry names
+    uv run python -m tools.legs --jobs 2 all     # the whole matrix, as CI runs it
+    uv run python -m tools.legs --list
 
 The interpreters are found under ``pyenv root``, on ``PATH`` (``python3.10``), or by
 ``uv python find``; a missing one fails its leg with a message that says so.
@@ -26,23 +36,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TextIO
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import check_isolation
+from tools.matrix import ROOT, Job, JobError, find_python, run, run_jobs
+
 LEGS_DIR = ROOT / ".legs"
 TORCH_PACKAGES = ("helios-env", "helios-pg", "helios-collectives", "helios-log")
 TORCH_FREE = ("helios-env", "helios-log")
-# A leg's whole test run (about 4 to 8 minutes here): past this it is killed and fails,
+TORCH_FREE_TESTS = ("tests/env", "tests/log")
+# What the wheel isolation check runs, on this Python with the newest of everything.
+PYTHON = check_isolation.PYTHON
+WHEEL_TESTS = tuple(pkg.tests for pkg in check_isolation.PACKAGES)
+# A leg's whole test run (about 2 to 8 minutes here): past this it is killed and fails,
 # and the other legs still run.
-PYTEST_LIMIT = 40 * 60.0
+PYTEST_LIMIT = 30 * 60.0
 
 
 @dataclass(frozen=True)
@@ -52,18 +66,17 @@ class Leg:
     packages: tuple[str, ...]
     tests: tuple[str, ...]
     resolution: str
+    # Test paths another run covers on the same Python with the same versions.
+    ignore: tuple[str, ...] = ()
     pins: tuple[str, ...] = ()
 
 
 LEGS = {
     leg.name: leg
     for leg in (
-        Leg("floor", "3.10", TORCH_PACKAGES, ("tests",), "lowest-direct"),
-        Leg("top", "3.13", TORCH_PACKAGES, ("tests",), "highest"),
-        *(
-            Leg(f"no-torch-{v}", v, TORCH_FREE, ("tests/env", "tests/log"), "highest")
-            for v in ("3.10", "3.11", "3.12", "3.13")
-        ),
+        Leg("floor", "3.10", TORCH_PACKAGES, ("tests",), "lowest-direct", TORCH_FREE_TESTS),
+        Leg("top", PYTHON, TORCH_PACKAGES, ("tests",), "highest", WHEEL_TESTS),
+        Leg("no-torch-3.10", "3.10", TORCH_FREE, TORCH_FREE_TESTS, "lowest-direct"),
         Leg(
             "plugin-floor",
             "3.11",
@@ -74,72 +87,15 @@ LEGS = {
         ),
     )
 }
+WHEELS = {f"wheel-{pkg.name}": pkg for pkg in check_isolation.PACKAGES}
+GROUPS = {"all": [*LEGS, *WHEELS], "isolation": list(WHEELS)}
 
 
-class LegError(Exception):
-    pass
-
-
-def find_python(version: str) -> str:
-    # pyenv's installs first: its shims on PATH answer only for the active version.
-    pyenv = shutil.which("pyenv")
-    if pyenv:
-        root = subprocess.run(
-            [pyenv, "root"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        found = sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
-        if found:
-            return str(found[-1])
-    on_path = shutil.which(f"python{version}")
-    if on_path and "/shims/" not in on_path:
-        return on_path
-    uv = subprocess.run(
-        ["uv", "python", "find", "--no-python-downloads", version],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if uv.returncode == 0 and uv.stdout.strip():
-        return uv.stdout.strip()
-    message = (
-        f"no Python {version} interpreter: install it with pyenv, put python{version} on "
-        f"PATH, or let uv find one (uv python find {version})"
-    )
-    raise LegError(message)
-
-
-def run(
-    command: list[str], *, env: dict[str, str] | None = None, limit: float | None = None
-) -> None:
-    print("+", " ".join(command), flush=True)
-    # A session of its own, so that a command past its limit goes with every process it
-    # started (a test's ranks, a forkserver).
-    process = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-    try:
-        status = process.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        message = (
-            f"no result within {limit:g} s, killed (pytest's faulthandler_timeout printed "
-            f"the stacks of a test that hangs): {' '.join(command)}"
-        )
-        raise LegError(message) from None
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        raise
-    if status != 0:
-        message = f"exit status {status}: {' '.join(command)}"
-        raise LegError(message)
-
-
-def run_leg(leg: Leg, pytest_args: list[str]) -> None:
+def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
     venv = LEGS_DIR / leg.name
     if venv.exists():
         shutil.rmtree(venv)
-    run(["uv", "venv", "--quiet", "--python", find_python(leg.python), str(venv)])
+    run(["uv", "venv", "--quiet", "--python", find_python(leg.python), str(venv)], out=out)
     python = str(venv / "bin" / "python")
     editables = [arg for pkg in leg.packages for arg in ("-e", f"packages/{pkg}")]
     run(
@@ -156,13 +112,17 @@ def run_leg(leg: Leg, pytest_args: list[str]) -> None:
             *leg.pins,
             "--group",
             "pyproject.toml:test",
-        ]
+        ],
+        out=out,
     )
-    run(["uv", "pip", "list", "--python", python])
+    run(["uv", "pip", "list", "--python", python], out=out)
     # Run from the venv's own interpreter: the workspace's .venv must not leak in.
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    ignored = [f"--ignore={path}" for path in leg.ignore]
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *leg.tests, *ignored]
     run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *leg.tests, *pytest_args],
+        [*pytest, *pytest_args],
+        out=out,
         env=env,
         limit=PYTEST_LIMIT,
     )
@@ -170,33 +130,45 @@ def run_leg(leg: Leg, pytest_args: list[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("legs", nargs="*", help="leg names, or 'all' (default: all)")
-    parser.add_argument("--list", action="store_true", help="list the legs and exit")
+    parser.add_argument(
+        "entries", nargs="*", help="leg or wheel names, 'isolation' or 'all' (default: all)"
+    )
+    parser.add_argument("--list", action="store_true", help="list the entries and exit")
+    parser.add_argument("--jobs", type=int, default=1, help="entries run at a time (default: 1)")
     parser.add_argument("--pytest-args", default="", help="extra pytest arguments, one string")
     args = parser.parse_args()
     if args.list:
         for leg in LEGS.values():
-            print(f"{leg.name}: Python {leg.python}, {', '.join(leg.packages)} ({leg.resolution})")
+            left_out = f", without {', '.join(leg.ignore)}" if leg.ignore else ""
+            packages = ", ".join(leg.packages)
+            print(f"{leg.name}: Python {leg.python}, {packages} ({leg.resolution}{left_out})")
+        for name, pkg in WHEELS.items():
+            print(f"{name}: {pkg.name} alone from its wheel, Python {PYTHON} (highest)")
         return 0
-    names = [n for name in args.legs or ["all"] for n in (LEGS if name == "all" else [name])]
-    unknown = [name for name in names if name not in LEGS]
+    names = [n for name in args.entries or ["all"] for n in GROUPS.get(name, [name])]
+    unknown = [name for name in names if name not in LEGS and name not in WHEELS]
     if unknown:
-        parser.error(f"unknown legs {unknown}; choose from {list(LEGS)} or 'all'")
-    failed: list[str] = []
-    for name in names:
-        start = time.monotonic()
-        print(f"\n==== leg {name}", flush=True)
-        try:
-            run_leg(LEGS[name], shlex.split(args.pytest_args))
-        except LegError as exc:
-            failed.append(name)
-            print(f"FAILED leg {name}: {exc}", flush=True)
-        else:
-            print(f"ok leg {name} ({time.monotonic() - start:.0f} s)", flush=True)
-    if failed:
-        print(f"\nfailed legs: {', '.join(failed)}", file=sys.stderr)
+        choices = [*LEGS, *WHEELS, *GROUPS]
+        parser.error(f"unknown entries {unknown}; choose from {choices}")
+    pytest_args = shlex.split(args.pytest_args)
+    jobs = [
+        Job(name, functools.partial(run_leg, LEGS[name], pytest_args))
+        if name in LEGS
+        else check_isolation.job(WHEELS[name])
+        for name in dict.fromkeys(names)
+    ]
+    try:
+        with contextlib.ExitStack() as stack:
+            if any(name in WHEELS for name in names):
+                stack.enter_context(check_isolation.built_wheels())
+            failed = run_jobs(jobs, parallel=args.jobs)
+    except JobError as exc:
+        print(f"\nthe wheels did not build: {exc}", file=sys.stderr)
         return 1
-    print(f"\nlegs passed: {', '.join(names)}")
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print(f"\npassed: {', '.join(job.name for job in jobs)}")
     return 0
 
 

@@ -1,0 +1,62 @@
+"""CI's matrix (tools/legs.py): a run left out of a leg is made by another entry."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import pytest
+
+from tools import check_isolation
+from tools.legs import GROUPS, LEGS, WHEELS, Leg
+
+
+def covers(tests: tuple[str, ...], path: str) -> bool:
+    return any(PurePosixPath(path).is_relative_to(test) for test in tests)
+
+
+def runs_elsewhere(leg: Leg, path: str) -> bool:
+    """Whether an entry other than ``leg`` runs ``path`` on its Python and versions."""
+    others = [
+        other
+        for other in LEGS.values()
+        if other is not leg
+        and (other.python, other.resolution) == (leg.python, leg.resolution)
+        and covers(other.tests, path)
+        and not covers(other.ignore, path)
+    ]
+    # The wheels run on the newest Python with the newest versions.
+    wheels = [
+        pkg
+        for pkg in WHEELS.values()
+        if (leg.python, leg.resolution) == (check_isolation.PYTHON, "highest")
+        and covers((pkg.tests,), path)
+    ]
+    return bool(others or wheels)
+
+
+@pytest.mark.parametrize(
+    ("leg", "path"),
+    [(leg, path) for leg in LEGS.values() for path in leg.ignore],
+    ids=lambda value: value.name if isinstance(value, Leg) else str(value),
+)
+def test_every_path_a_leg_leaves_out_runs_in_another_entry(leg: Leg, path: str) -> None:
+    assert runs_elsewhere(leg, path), f"{leg.name} leaves out {path}, which nothing else runs"
+
+
+def test_floor_and_top_leave_out_what_only_repeats_another_entry() -> None:
+    assert set(LEGS["floor"].ignore) == {"tests/env", "tests/log"}
+    assert set(LEGS["top"].ignore) == {pkg.tests for pkg in check_isolation.PACKAGES}
+
+
+def test_both_ends_of_the_python_range_run_without_torch() -> None:
+    torch_free = {pkg.name for pkg in check_isolation.PACKAGES if pkg.torch_free}
+    assert torch_free == {"helios-env", "helios-log"}
+    pythons = {leg.python for leg in LEGS.values() if set(leg.packages) <= torch_free}
+    # helios-env's and helios-log's wheels are installed and tested without torch.
+    pythons.add(check_isolation.PYTHON)
+    assert pythons >= {LEGS["floor"].python, LEGS["top"].python}
+
+
+def test_all_names_every_leg_and_every_wheel() -> None:
+    assert set(GROUPS["all"]) == set(LEGS) | set(WHEELS)
+    assert set(GROUPS["isolation"]) == set(WHEELS)
