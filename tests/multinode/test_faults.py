@@ -10,6 +10,7 @@ missing; every process must end by itself, with the status the fault implies.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -96,13 +97,15 @@ def run_fault(
     for rank, _, proc in procs:
         try:
             statuses[rank] = proc.wait(timeout=max(0.1, end - time.monotonic()))
-        except Exception:
+        except subprocess.TimeoutExpired:  # still running at the limit: a hang
             proc.kill()
             statuses[rank] = None
-    logs = "\n".join(
-        f"--- rank {r} (status {statuses[r]})\n" + log.read_text() for r, log, _ in procs
-    )
+    logs = outputs(procs, statuses)
     found = {int(item["rank"]): item for _, log, _ in procs for item in reports(log)}
+    # Seen with -s (or in a failure's captured output): each rank's time from the fault.
+    for rank, item in sorted(found.items()):
+        error, done = item["after_fault"], item["done_after_fault"]
+        print(f"rank {rank}: {item['error']} {error:.2f} s after the fault, done at {done:.2f} s")
     return found, statuses, logs
 
 
