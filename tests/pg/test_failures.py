@@ -7,14 +7,16 @@ fail in a collective. torchrun keeps every worker's error file under ``--log-dir
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch.distributed as dist
 
-from helios_pg import _failure
+from helios_pg import _failure, init, shutdown
 from helios_pg._failure import _write_error_file, is_peer_failure
 from tests.support.procs import Finished, base_env, run_processes, torchrun_command
 
@@ -191,3 +193,24 @@ def test_installing_twice_and_removing_restores_the_hooks() -> None:
 def _no_reporter_left() -> Iterator[None]:
     yield
     _failure.uninstall()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_thread_that_exits_is_no_failure() -> None:
+    reporter = _failure.install(0, None, "")
+    assert reporter is not None
+    thread = threading.Thread(target=sys.exit, args=(0,))
+    thread.start()
+    thread.join()
+
+    assert reporter.kept is None
+
+
+def test_shutdown_after_torch_destroyed_the_group_still_removes_the_reporter() -> None:
+    init()
+    assert sys.excepthook is _failure._excepthook
+    dist.destroy_process_group()
+    shutdown()
+
+    assert sys.excepthook is not _failure._excepthook  # torch's own hook may stay
+    assert _failure.active() is None

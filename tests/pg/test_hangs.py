@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch.distributed as dist
 
 from helios_pg import RendezvousConfigError, init, shutdown
-from helios_pg._watchdog import COLLECTIVES, hang_timeout_from
+from helios_pg._watchdog import COLLECTIVES, Watchdog, hang_timeout_from
 from tests.support.procs import Finished, base_env, run_processes, torchrun_command
 
 WORKER = Path(__file__).parent / "workers" / "hanging.py"
@@ -137,3 +138,18 @@ def test_the_collectives_are_wrapped_only_while_the_watchdog_runs() -> None:
         shutdown()
     assert all(getattr(dist, name) is fn for name, fn in originals.items())
     assert "helios-hang-watchdog" not in {t.name for t in sys.modules["threading"].enumerate()}
+
+
+def test_a_tie_goes_to_the_collective_the_calling_rank_waits_in(tmp_path: Path) -> None:
+    # Two ranks: rank 0 hangs outside any collective, rank 1 (which calls) waits.
+    watchdog = Watchdog(1, 2, None, "k", 5.0, tmp_path)
+    answers: dict[int, dict[str, Any]] = {
+        0: {"where": "in no collective, at train.py:9", "seq": None, "since": None},
+        1: {"where": "in all_reduce #3 at train.py:12", "seq": 3, "since": 100.0},
+    }
+
+    line, culprits, began = watchdog.report(answers)
+
+    assert culprits == [0]
+    assert began == 100.0
+    assert line == "rank 0 in no collective, at train.py:9; rank 1 in all_reduce #3 at train.py:12"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from helios_env._environ import Getter
 
-__all__ = ["VARIABLE", "GlooInterface", "gloo_interface", "name_means_loopback"]
+__all__ = ["VARIABLE", "GlooInterface", "gloo_interface"]
 
 VARIABLE = "GLOO_SOCKET_IFNAME"
 _SIOCGIFFLAGS = 0x8913
@@ -63,7 +63,11 @@ def _interfaces() -> list[tuple[str, str, bool]]:
 
     found = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        for _, name in socket.if_nameindex():
+        try:
+            names = [name for _, name in socket.if_nameindex()]
+        except OSError:
+            return []
+        for name in names:
             request = struct.pack("256s", name.encode()[:15])
             try:
                 address = socket.inet_ntoa(fcntl.ioctl(probe, _SIOCGIFADDR, request)[20:24])
@@ -143,9 +147,3 @@ def gloo_interface(get: Getter, master_addr: str | None, num_nodes: int | None) 
         f"interface the nodes share, or map {host!r} to that interface's address in /etc/hosts"
     )
     return GlooInterface(None, f"not derived: {host} resolves to {where}", problem)
-
-
-def name_means_loopback() -> bool:
-    """Whether this host's own name resolves to a loopback address (or to nothing)."""
-    own = _ipv4(socket.gethostname())
-    return not own or any(_loopback(address) for address in own)

@@ -251,10 +251,13 @@ def _threadhook(args: threading.ExceptHookArgs) -> None:
     if reporter is not None:
         previous = reporter.previous_thread or threading.__excepthook__
         exc = args.exc_value
-        if not reporter.closed and exc is not None:
-            name = args.thread.name if args.thread is not None else "?"
-            callstack = "".join(traceback.format_exception(args.exc_type, exc, args.exc_traceback))
-            reporter.keep(f"{_headline(exc)} (in thread {name})", callstack)
+        # A thread's SystemExit is no failure: the default hook ignores it too.
+        if not reporter.closed and exc is not None and not isinstance(exc, SystemExit):
+            with contextlib.suppress(Exception):
+                name = args.thread.name if args.thread is not None else "?"
+                kind, tb = args.exc_type, args.exc_traceback
+                callstack = "".join(traceback.format_exception(kind, exc, tb))
+                reporter.keep(f"{_headline(exc)} (in thread {name})", callstack)
     previous(args)
 
 

@@ -21,7 +21,7 @@ from helios_env import (
     inspect_environment,
 )
 from helios_env._interface import VARIABLE as GLOO_INTERFACE
-from helios_env._interface import gloo_interface, name_means_loopback
+from helios_env._interface import gloo_interface
 from helios_env._layout import Layout, forget_layout, record_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
@@ -138,11 +138,12 @@ def _meeting(report: EnvironmentReport, rank: int, world_size: int, *, need_rank
     return Meeting(addr, port, addr_source, port_source, job)
 
 
-def _wants_hosts(report: EnvironmentReport, backend: str, world_size: int, addr: str) -> bool:
+def _wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> bool:
     """Whether this init must learn the ranks' hosts.
 
-    It must where no variable says the layout, and where gloo may need an interface
-    chosen (this host's name means loopback).
+    It must where no variable says the layout, and on gloo, which may need an interface
+    chosen (a host whose name means loopback). Decided only from what every rank of the
+    job shares, since the exchange needs them all.
     """
     if world_size == 1:
         return False
@@ -150,12 +151,7 @@ def _wants_hosts(report: EnvironmentReport, backend: str, world_size: int, addr:
         return True
     if report.sources.get("local_world_size") == "assumed: one node":
         return True
-    return (
-        "gloo" in backend.lower()
-        and not os.environ.get(GLOO_INTERFACE)
-        and addr not in ("localhost", "127.0.0.1", "::1")
-        and name_means_loopback()
-    )
+    return "gloo" in backend.lower()
 
 
 _chosen_interface: str | None = None
@@ -209,7 +205,7 @@ def _prepare_nodes(
     """Learn the layout where needed, then choose gloo's interface, before the group forms."""
     world_size = int(env_store.world_size)
     layout = None
-    if _wants_hosts(report, backend, world_size, meeting.addr):
+    if _wants_hosts(report, backend, world_size):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
         wait = timeout if timeout is not None else default_timeout(backend)
         layout = _learn(env_store.store, prefix, rank, world_size, wait)
@@ -460,13 +456,16 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
         group: Process group to destroy. None selects the default process group;
             this is a group object, not a rank.
     """
-    if not dist.is_available() or not dist.is_initialized():
-        return
-    if group is None or group is dist.group.WORLD:
+    default = group is None or not dist.is_available() or group is dist.group.WORLD
+    if default:
+        # Also after a torch.distributed.destroy_process_group() of its own: what init
+        # set up goes with the default group.
         forget_layout()
         _release_gloo()
         stop_watchdog()
         uninstall_reporter()
+    if not dist.is_available() or not dist.is_initialized():
+        return
     if group is None:
         destroy_without_deadlock()
         return

@@ -63,6 +63,7 @@ COLLECTIVES = (
     "all_gather",
     "all_gather_into_tensor",
     "all_gather_object",
+    "all_gather_single",
     "all_to_all",
     "all_to_all_single",
     "barrier",
@@ -70,12 +71,15 @@ COLLECTIVES = (
     "broadcast_object_list",
     "gather",
     "gather_object",
+    "isend",
+    "irecv",
     "monitored_barrier",
     "recv",
     "reduce",
     "reduce_scatter",
     "reduce_scatter_tensor",
     "scatter",
+    "scatter_object_list",
     "send",
 )
 """The ``torch.distributed`` functions whose calls the watchdog notes."""
@@ -243,7 +247,12 @@ class Watchdog:
             where = str(found["where"]) if found else self.silent(rank)
             places.setdefault(where, []).append(rank)
         waiting = [a for a in answers.values() if a.get("seq") is not None]
-        majority = max(places.items(), key=lambda item: len(item[1]))[0] if places else ""
+        # Where most ranks wait in a collective; a tie goes to the place of the rank that
+        # called the roll, which is known to wait there.
+        waiting_at = {str(a["where"]) for a in answers.values() if a.get("seq") is not None}
+        mine = str(answers[self.rank]["where"]) if self.rank in answers else ""
+        candidates = [item for item in places.items() if item[0] in waiting_at] or [*places.items()]
+        majority = max(candidates, key=lambda item: (len(item[1]), item[0] == mine))[0]
         culprits = [r for where, ranks in places.items() if where != majority for r in ranks]
         began = min((float(a["since"]) for a in waiting), default=time.time())
         parts = []
