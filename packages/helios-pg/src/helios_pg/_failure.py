@@ -234,8 +234,28 @@ class Reporter:
 _reporter: Reporter | None = None
 
 
+_inside = threading.local()
+
+
 def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     reporter = _reporter
+    previous = sys.__excepthook__
+    if getattr(_inside, "sys", False):  # a hook we chained to called ours again
+        previous(kind, exc, tb)
+        return
+    _inside.sys = True
+    try:
+        _chain_sys(reporter, kind, exc, tb)
+    finally:
+        _inside.sys = False
+
+
+def _chain_sys(
+    reporter: Reporter | None,
+    kind: type[BaseException],
+    exc: BaseException,
+    tb: TracebackType | None,
+) -> None:
     previous = sys.__excepthook__
     if reporter is not None:
         previous = reporter.previous or sys.__excepthook__
@@ -246,7 +266,17 @@ def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType
 
 
 def _threadhook(args: threading.ExceptHookArgs) -> None:
-    reporter = _reporter
+    if getattr(_inside, "thread", False):  # a hook we chained to called ours again
+        threading.__excepthook__(args)
+        return
+    _inside.thread = True
+    try:
+        _chain_thread(_reporter, args)
+    finally:
+        _inside.thread = False
+
+
+def _chain_thread(reporter: Reporter | None, args: threading.ExceptHookArgs) -> None:
     previous: ThreadHook = threading.__excepthook__
     if reporter is not None:
         previous = reporter.previous_thread or threading.__excepthook__
@@ -290,13 +320,18 @@ def install(rank: int, store: Any | None, key: str) -> Reporter | None:
         return None
     old = _reporter
     reporter = Reporter(rank=rank, store=store, key=key)
-    if old is not None and sys.excepthook is _excepthook:
-        reporter.previous, reporter.previous_thread = old.previous, old.previous_thread
+    # Never our own hook as the one to chain to: each hook is judged on its own, since
+    # another library (pytest's thread-exception plugin, say) may have swapped one.
+    if sys.excepthook is _excepthook:
+        reporter.previous = old.previous if old is not None else sys.__excepthook__
     else:
         reporter.previous = sys.excepthook
+    if threading.excepthook is _threadhook:
+        reporter.previous_thread = old.previous_thread if old is not None else None
+    else:
         reporter.previous_thread = threading.excepthook
-        if old is None:
-            atexit.register(_at_exit)
+    if old is None:
+        atexit.register(_at_exit)
     _reporter = reporter
     sys.excepthook = _excepthook
     threading.excepthook = _threadhook
