@@ -18,7 +18,8 @@ import torch.distributed as dist
 
 from helios_pg import _failure, init, shutdown
 from helios_pg._failure import _write_error_file, is_peer_failure
-from tests.support.procs import Finished, base_env, run_processes, torchrun_command
+from tests.pg.torchrun_jobs import root_cause, run_jobs
+from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "failing.py"
 MODES = ("raise", "record", "thread", "exit", "os_exit")
@@ -27,20 +28,10 @@ NPROC = 3
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, Path]]:
-    commands = []
-    logs = {}
-    for mode in MODES:
-        logs[mode] = tmp_path_factory.mktemp(f"torchrun-{mode}")
-        command = torchrun_command(
-            "--standalone",
-            f"--nproc-per-node={NPROC}",
-            f"--log-dir={logs[mode]}",
-            str(WORKER),
-        )
-        env = base_env({"HELIOS_TEST_FAILURE": mode, "HELIOS_TEST_PG_TIMEOUT": "20"})
-        commands.append((command, env))
-    finished = run_processes(commands, limit=150)
-    return {mode: (done, logs[mode]) for mode, done in zip(MODES, finished, strict=True)}
+    def env_for(mode: str, logs: Path) -> dict[str, str]:
+        return {"HELIOS_TEST_FAILURE": mode, "HELIOS_TEST_PG_TIMEOUT": "20"}
+
+    return run_jobs(WORKER, MODES, env_for, tmp_path_factory, nproc=NPROC)
 
 
 def error_files(log_dir: Path) -> dict[int, dict[str, Any]]:
@@ -48,11 +39,6 @@ def error_files(log_dir: Path) -> dict[int, dict[str, Any]]:
     for path in log_dir.glob("**/attempt_0/*/error.json"):
         found[int(path.parent.name)] = json.loads(path.read_text())
     return found
-
-
-def root_cause(output: str) -> str:
-    assert "Root Cause (first observed failure):" in output, output
-    return output.split("Root Cause (first observed failure):", 1)[1]
 
 
 def names_rank_one(cause: str, first: str) -> bool:

@@ -17,7 +17,8 @@ import torch.distributed as dist
 
 from helios_pg import RendezvousConfigError, init, shutdown
 from helios_pg._watchdog import COLLECTIVES, Watchdog, hang_timeout_from
-from tests.support.procs import Finished, base_env, run_processes, torchrun_command
+from tests.pg.torchrun_jobs import root_cause, run_jobs
+from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "hanging.py"
 MODES = ("skip", "loop", "gil")
@@ -31,36 +32,21 @@ def line_of(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, Path]]:
-    commands = []
-    logs = {}
-    for mode in MODES:
-        logs[mode] = tmp_path_factory.mktemp(f"hang-{mode}")
-        command = torchrun_command(
-            "--standalone", "--nproc-per-node=3", f"--log-dir={logs[mode]}", str(WORKER)
-        )
-        env = base_env(
-            {
-                "HELIOS_TEST_HANG": mode,
-                "HELIOS_HANG_TIMEOUT": "5",
-                "HELIOS_HANG_DIR": str(logs[mode] / "reports"),
-                "HELIOS_TEST_PG_TIMEOUT": "15",
-            }
-        )
-        commands.append((command, env))
-    finished = run_processes(commands, limit=150)
-    return {mode: (done, logs[mode]) for mode, done in zip(MODES, finished, strict=True)}
+    def env_for(mode: str, logs: Path) -> dict[str, str]:
+        return {
+            "HELIOS_TEST_HANG": mode,
+            "HELIOS_HANG_TIMEOUT": "5",
+            "HELIOS_HANG_DIR": str(logs / "reports"),
+            "HELIOS_TEST_PG_TIMEOUT": "15",
+        }
+
+    return run_jobs(WORKER, MODES, env_for, tmp_path_factory)
 
 
 def roll_call(done: Finished) -> str:
     lines = [line for line in done.stderr.splitlines() if "helios hang roll call" in line]
     assert len(lines) == 1, done.describe()
     return lines[0]
-
-
-def root_cause(done: Finished) -> str:
-    output = done.stderr + done.stdout
-    assert "Root Cause (first observed failure):" in output, done.describe()
-    return output.split("Root Cause (first observed failure):", 1)[1]
 
 
 @pytest.mark.parametrize(
@@ -88,7 +74,7 @@ def test_torchrun_names_the_hung_rank_as_the_root_cause(
     # Or, where torchrun's summary leaves out the workers it stopped (torch 2.4), a rank
     # whose traceback starts with the roll call's culprit line.
     done, _ = jobs[mode]
-    cause = root_cause(done)
+    cause = root_cause(done.stderr + done.stdout)
     named = "traceback : rank 1 on " in cause and "failed first: hang: " in cause
     assert "rank      : 1 (local_rank: 1)" in cause or named, cause
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import DEFAULT_LIMIT, Finished, run_processes
+from tests.support.procs import DEFAULT_LIMIT, Finished, is_alive, run_processes
 
 __all__ = [
     "INTERFACE",
@@ -150,14 +150,6 @@ def _netns_inode(name: str) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 def _processes(inodes: Collection[int], marker: str | None) -> list[int]:
     """Live processes in one of the network namespaces ``inodes`` or carrying ``marker``."""
     needle = f"{MARKER}={marker}".encode() if marker else None
@@ -171,7 +163,7 @@ def _processes(inodes: Collection[int], marker: str | None) -> list[int]:
                 ours = needle in (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if ours and _alive(int(entry.name)):
+        if ours and is_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 

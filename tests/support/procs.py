@@ -27,6 +27,7 @@ __all__ = [
     "Finished",
     "base_env",
     "free_port",
+    "is_alive",
     "is_launcher_variable",
     "plain_environment",
     "results",
@@ -107,6 +108,15 @@ class Finished:
             f"$ {' '.join(self.args)}\nexit status {self.returncode}\n"
             f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}"
         )
+
+
+def is_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux's ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def free_port() -> int:

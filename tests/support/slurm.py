@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.netns import VirtualNodes, with_cgroups
-from tests.support.procs import Finished, base_env, free_port, run_processes
+from tests.support.procs import Finished, base_env, free_port, is_alive, run_processes
 
 __all__ = [
     "INSTALL_HINT",
@@ -298,14 +298,6 @@ def _stop(proc: subprocess.Popen[bytes], limit: float = STOP_LIMIT) -> None:
     proc.wait()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 def _strays(marker: str) -> list[int]:
     """Processes whose environment holds ``MARKER=marker``: slurmstepd and its tasks.
 
@@ -328,7 +320,7 @@ def _strays(marker: str) -> list[int]:
 def _kill_strays(marker: str, limit: float = STOP_LIMIT) -> None:
     deadline = time.monotonic() + limit
     while True:
-        pids = [pid for pid in _strays(marker) if _alive(pid)]
+        pids = [pid for pid in _strays(marker) if is_alive(pid)]
         if not pids:
             return
         if time.monotonic() > deadline:

@@ -1,0 +1,49 @@
+"""Several torchrun jobs of one worker, started at once, each keeping its error files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import Finished, base_env, run_processes, torchrun_command
+
+__all__ = ["ROOT_CAUSE", "root_cause", "run_jobs"]
+
+ROOT_CAUSE = "Root Cause (first observed failure):"
+
+
+def run_jobs(
+    worker: Path,
+    modes: Sequence[str],
+    env_for: Callable[[str, Path], Mapping[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    nproc: int = 3,
+    limit: float = 150.0,
+) -> dict[str, tuple[Finished, Path]]:
+    """Run ``torchrun --standalone`` of ``worker`` once per mode, all at once.
+
+    Each job keeps its workers' error files under a ``--log-dir`` of its own, which
+    ``env_for(mode, log_dir)`` may also use.
+
+    Returns:
+        For each mode, the finished torchrun and its log directory.
+    """
+    commands = []
+    logs = {}
+    for mode in modes:
+        logs[mode] = tmp_path_factory.mktemp(f"torchrun-{mode}")
+        command = torchrun_command(
+            "--standalone", f"--nproc-per-node={nproc}", f"--log-dir={logs[mode]}", str(worker)
+        )
+        commands.append((command, base_env(env_for(mode, logs[mode]))))
+    finished = run_processes(commands, limit=limit)
+    return {mode: (done, logs[mode]) for mode, done in zip(modes, finished, strict=True)}
+
+
+def root_cause(output: str) -> str:
+    """The part of torchrun's summary from its root cause on."""
+    assert ROOT_CAUSE in output, output
+    return output.split(ROOT_CAUSE, 1)[1]
