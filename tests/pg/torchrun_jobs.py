@@ -21,7 +21,7 @@ def run_jobs(
     tmp_path_factory: pytest.TempPathFactory,
     *,
     nproc: int = 3,
-    limit: float = 150.0,
+    limit: float = 240.0,
 ) -> dict[str, tuple[Finished, Path]]:
     """Run ``torchrun --standalone`` of ``worker`` once per mode, all at once.
 

@@ -175,32 +175,37 @@ def run_processes(
             )
             for _ in commands
         ]
-        procs = [
-            subprocess.Popen(
-                list(args),
-                env=dict(env),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-            for (args, env), (out, err) in zip(commands, sinks, strict=True)
-        ]
-        deadline = time.monotonic() + limit
+        procs: list[subprocess.Popen[bytes]] = []
         timed_out = False
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                for other in procs:
-                    _kill_session(other)
+        try:
+            for (args, env), (out, err) in zip(commands, sinks, strict=True):
+                procs.append(
+                    subprocess.Popen(
+                        list(args),
+                        env=dict(env),
+                        cwd=cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        start_new_session=True,
+                    )
+                )
+            deadline = time.monotonic() + limit
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    for other in procs:
+                        _kill_session(other)
+                    proc.wait()
+        finally:
+            # Reap anything the workers left behind in their sessions, also when the
+            # wait is interrupted (pytest-timeout, Ctrl-C): a process left running
+            # would be reported later, in whichever test collects its Popen.
+            for proc in procs:
+                _kill_session(proc)
                 proc.wait()
-        # Reap anything the workers left behind in their sessions.
-        for proc in procs:
-            _kill_session(proc)
-            proc.wait()
         outputs = []
         for out, err in sinks:
             out.seek(0)
