@@ -14,6 +14,7 @@ that floor, and the locked workspace at the newest pytest.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -55,6 +56,25 @@ def test_two_ranks(dist_info):
         warnings.simplefilter("error")
         assert helios_env.get_dist_info() == dist_info
         assert helios_env.get_global_rank() == dist_info.rank
+
+
+@pytest.mark.ranks(2)
+def test_ddp_on_fresh_ranks(dist_info):
+    import sys
+
+    # The forkserver imported what the first DDP of a process imports (torch._dynamo).
+    assert "torch._dynamo" in sys.modules
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(4, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.full((3, 4), float(dist_info.rank))).sum().backward()
+    optimizer.step()
+    # The gradients were averaged: every rank holds the same weights.
+    weights = [torch.empty(2, 4) for _ in range(2)]
+    dist.all_gather(weights, model.module.weight.detach())
+    assert torch.equal(weights[0], weights[1])
 
 
 @pytest.mark.ranks(2, timeout=30, group_timeout=1)
@@ -260,7 +280,7 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", *mode, timeout=240)
 
     # The tests after a failure and after a hang pass: nothing leaks into the next test.
-    result.assert_outcomes(passed=10, failed=5, skipped=1, xfailed=2)
+    result.assert_outcomes(passed=11, failed=5, skipped=1, xfailed=2)
     text = result.stdout.str()
     # The failing rank, by number, with its traceback and its output; the others stopped.
     result.stdout.fnmatch_lines(
@@ -289,9 +309,15 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
         ["*ranks(timeout='soon') is not a positive, finite number of seconds; the marker is*"]
     )
     result.stdout.fnmatch_lines(["*SKIPPED*rank ?: no GPU here*"])
+    # How long the forkserver took to start, and what it imported.
+    result.stdout.fnmatch_lines(
+        ["helios-pg ranks: forkserver ready in * s, having imported torch, *torch._dynamo*"]
+    )
     # Nothing left behind: no process of the session, no temporary file.
     assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []
-    assert list(Path(session_env["TMPDIR"]).iterdir()) == []
+    # torch._dynamo's import makes torch's compile cache directory, as in any process.
+    left = Path(session_env["TMPDIR"]).iterdir()
+    assert [path for path in left if not path.name.startswith("torchinductor_")] == []
 
 
 def test_the_pytest_extra_declares_the_floor_the_plugin_is_tested_at() -> None:
@@ -324,6 +350,76 @@ def test_loading_the_plugin_imports_no_torch(
 
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*torch imported: False*", "*plugin loaded: True*"])
+
+
+def test_the_forkserver_imports_what_the_ini_file_asks(
+    pytester: pytest.Pytester, session_env: dict[str, str]
+) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        ranks_preload_torch = false
+        ranks_preload = preloaded_helper
+        """
+    )
+    pytester.makepyfile(
+        preloaded_helper="import os\nPID = os.getpid()\n",
+        test_preload="""
+        import os
+        import sys
+
+        import pytest
+
+        @pytest.mark.ranks(2)
+        def test_preloaded(dist_info):
+            helper = sys.modules["preloaded_helper"]
+            # Imported once, in the forkserver, not in this rank.
+            assert helper.PID != os.getpid()
+            assert "torch._dynamo" not in sys.modules
+        """,
+    )
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*forkserver ready in * s, having imported *, preloaded_helper"])
+    assert "torch._dynamo" not in result.stdout.str()
+
+
+def test_a_preload_that_cannot_be_imported_fails_its_test_and_says_so(
+    pytester: pytest.Pytester, session_env: dict[str, str]
+) -> None:
+    pytester.makeini("[pytest]\nranks_preload = no_such_module_here\n")
+    pytester.makepyfile(
+        test_preload="""
+        import pytest
+
+        @pytest.mark.ranks(2)
+        def test_never_runs(dist_info):
+            pass
+        """
+    )
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ranks_preload names 'no_such_module_here', which cannot be imported here "
+            "(no such module); install it or remove it from the ranks_preload ini option*"
+        ]
+    )
+    assert "forkserver ready" not in result.stdout.str()
+
+
+def test_the_torch_stack_is_what_this_torch_has() -> None:
+    from helios_pg._testing._preload import torch_stack
+
+    names = torch_stack()
+    assert names[0] == "torch._dynamo"
+    # DTensor and FSDP2, each under one name: the one this torch keeps it under.
+    assert len(names) == 3, names
+    assert all(importlib.util.find_spec(name) is not None for name in names), names
 
 
 @pytest.mark.slow

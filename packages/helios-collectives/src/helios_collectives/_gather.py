@@ -247,9 +247,12 @@ def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = Non
     if tensor.shape[0] == largest:
         local = tensor.contiguous()
     else:
-        local = tensor.new_zeros((largest, *rest))
+        # Padded to the largest; the padding is zeroed (no stale memory is sent) and
+        # dropped on arrival.
+        local = tensor.new_empty((largest, *rest))
         local[: tensor.shape[0]] = tensor
-    gathered = torch.empty((pg.size() * largest, *rest), dtype=tensor.dtype, device=tensor.device)
+        local[tensor.shape[0] :].zero_()
+    gathered = tensor.new_empty((pg.size() * largest, *rest))
     all_gather_flat(gathered, local, pg)
     if all(size == largest for size in sizes):
         return UnevenGather(gathered, sizes)

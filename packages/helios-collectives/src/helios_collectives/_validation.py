@@ -16,6 +16,7 @@ switch, the description, its exchange and the comparison that words the error.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import weakref
 import zlib
@@ -303,7 +304,8 @@ def exchange(
     local = torch.frombuffer(bytearray(description.encode(number, problem)), dtype=torch.uint8)
     gathered = torch.empty(group.size() * _WIDTH, dtype=torch.uint8, device=device)
     all_gather_flat(gathered, local.to(device), group)
-    everyone = bytes(gathered.cpu().tolist())
+    host = gathered.cpu()  # contiguous: its bytes are read in one copy
+    everyone = ctypes.string_at(host.data_ptr(), host.numel())
     calls = [_decode(everyone[i : i + _WIDTH]) for i in range(0, len(everyone), _WIDTH)]
     check_agreement(description.operation, calls, global_ranks(group))
     return cast("list[dict[str, str]]", calls)

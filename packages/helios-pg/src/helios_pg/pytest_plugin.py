@@ -37,6 +37,13 @@ ini file's ``filterwarnings``, ``-W``, the ``filterwarnings`` mark) apply to the
 every rank. ``--ranks-reuse`` (or ``ranks_reuse = true`` in the ini file) keeps the
 ranks of a passing test for the next test of the same size, each test on a group of its
 own; a failure or hang discards them.
+
+The forkserver imports, once, what every rank would otherwise import on its own:
+torch, pytest, helios-pg, and torch's DDP, DTensor and FSDP2 stack (``torch._dynamo``
+and its compiler stack, which the first ``DistributedDataParallel`` of a process imports,
+where the installed torch has each; ``ranks_preload_torch = false`` leaves it out), plus
+the modules the ``ranks_preload`` ini option lists. The terminal summary says how long
+it took to start.
 """
 
 from __future__ import annotations
@@ -57,17 +64,32 @@ __all__ = [
     "pytest_configure",
     "pytest_pyfunc_call",
     "pytest_sessionfinish",
+    "pytest_terminal_summary",
 ]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Add ``--ranks-reuse`` (and the ``ranks_reuse`` ini option)."""
+    """Add ``--ranks-reuse`` and the ``ranks_reuse`` and ``ranks_preload*`` ini options."""
     help_text = (
         "run ranks tests on ranks kept from the previous test of the same size, each "
         "test on a group of its own (faster; a failure or hang discards the ranks)"
     )
     parser.addoption("--ranks-reuse", action="store_true", default=None, help=help_text)
     parser.addini("ranks_reuse", help_text, type="bool", default=False)
+    parser.addini(
+        "ranks_preload",
+        "modules the ranks' forkserver imports once for every rank (your own or a "
+        "library's), besides torch, pytest and helios-pg",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "ranks_preload_torch",
+        "the ranks' forkserver imports torch's DDP, DTensor and FSDP2 stack "
+        "(torch._dynamo and what it imports) once, instead of on every fresh rank",
+        type="bool",
+        default=True,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,6 +122,18 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         pyfuncitem, marker, reuse=bool(config.getini("ranks_reuse") if reuse is None else reuse)
     )
     return True
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say how long the ranks' forkserver took to start, when a ranks test started it."""
+    parent = sys.modules.get("helios_pg._testing._parent")
+    started = parent.server_start() if parent is not None else None
+    if started is not None:
+        modules = ", ".join(started.preloaded)
+        terminalreporter.write_line(
+            f"helios-pg ranks: forkserver ready in {started.seconds:.1f} s, "
+            f"having imported {modules}"
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -13,6 +13,7 @@ next test of the same size, each test on a group of its own.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import multiprocessing
 import os
@@ -22,6 +23,8 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
@@ -31,27 +34,76 @@ from typing import Any
 import pytest
 
 from helios_pg._testing._marker import RanksSpec, read_marker
+from helios_pg._testing._preload import BASE, PRELOAD_VARIABLE, ready, torch_stack
 from helios_pg._testing._rank import DIST_INFO, Outcome, RankJob, main, serve
 
-__all__ = ["close_pools", "run_on_ranks"]
+__all__ = ["ServerStart", "close_pools", "run_on_ranks", "server_start"]
 
 _STACK_WAIT = 1.0
 # After a rank fails, the others' outcomes are read until none has come for this long,
 # so that the report names the rank that failed first.
 _SETTLE = 1.0
-# pytest too: every rank imports the parent's main module (pytest) and the test module.
-_PRELOAD = ["torch", "torch.distributed", "pytest", "helios_pg._init", "helios_pg._testing._rank"]
 _context: ForkServerContext | None = None
 
 
-def _forkserver() -> ForkServerContext:
-    global _context  # noqa: PLW0603 - one forkserver for the whole session
+@dataclass(frozen=True)
+class ServerStart:
+    """How the session's forkserver started: what it imported, and how long it took."""
+
+    seconds: float
+    preloaded: tuple[str, ...]
+
+
+_started: ServerStart | None = None
+
+
+def _preload_names(config: pytest.Config) -> list[str]:
+    """What the forkserver imports beyond :data:`BASE`, checked in the pytest process."""
+    names = torch_stack() if config.getini("ranks_preload_torch") else []
+    for name in config.getini("ranks_preload"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError) as exc:
+            found, reason = False, f"{type(exc).__name__}: {exc}"
+        else:
+            reason = "no such module"
+        if not found:
+            message = (
+                f"ranks_preload names {name!r}, which cannot be imported here ({reason}); "
+                "install it or remove it from the ranks_preload ini option"
+            )
+            pytest.fail(message, pytrace=False)
+        names.append(name)
+    return names
+
+
+def _forkserver(config: pytest.Config) -> ForkServerContext:
+    """The session's forkserver, started on first use with its modules imported."""
+    global _context, _started  # noqa: PLW0603 - one forkserver for the whole session
     if _context is None:
         context = multiprocessing.get_context("forkserver")
         assert isinstance(context, ForkServerContext)
-        context.set_forkserver_preload(_PRELOAD)
+        names = _preload_names(config)
+        context.set_forkserver_preload([*BASE, "helios_pg._testing._preload"])
+        start = time.monotonic()
+        # The server reads the names from its environment; nothing else inherits it.
+        os.environ[PRELOAD_VARIABLE] = ",".join(names)
+        try:
+            forkserver.ensure_running()
+        finally:
+            del os.environ[PRELOAD_VARIABLE]
+        # The first fork waits for the server, which imports everything before it forks.
+        probe = context.Process(target=ready, daemon=True)
+        probe.start()
+        probe.join()
+        _started = ServerStart(time.monotonic() - start, (*BASE, *names))
         _context = context
     return _context
+
+
+def server_start() -> ServerStart | None:
+    """How this session's forkserver started, or None when no ranks test started it."""
+    return _started
 
 
 def _arguments(item: pytest.Function) -> tuple[bytes, bool]:
@@ -199,17 +251,17 @@ def run_on_ranks(item: pytest.Function, marker: pytest.Mark, *, reuse: bool) -> 
     try:
         job = _job(item, spec, directory=directory, arguments=arguments)
         if reuse:
-            _run_reused(job, directory, spec)
+            _run_reused(job, directory, spec, item.config)
         else:
-            _run_fresh(job, directory, spec.timeout)
+            _run_fresh(job, directory, spec.timeout, item.config)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run_reused(job: RankJob, directory: Path, spec: RanksSpec) -> None:
+def _run_reused(job: RankJob, directory: Path, spec: RanksSpec, config: pytest.Config) -> None:
     # Ranks that once ran nccl keep CUDA initialized: kept apart from the gloo ones.
     key = (spec.world_size, spec.backend)
-    pool = _pools.pop(key, None) or _Pool(_forkserver(), spec.world_size)
+    pool = _pools.pop(key, None) or _Pool(_forkserver(config), spec.world_size)
     for conn in pool.conns:
         conn.send(job)
     try:
@@ -220,8 +272,8 @@ def _run_reused(job: RankJob, directory: Path, spec: RanksSpec) -> None:
     _pools[key] = pool
 
 
-def _run_fresh(job: RankJob, directory: Path, timeout: float) -> None:
-    context = _forkserver()
+def _run_fresh(job: RankJob, directory: Path, timeout: float, config: pytest.Config) -> None:
+    context = _forkserver(config)
     processes: list[BaseProcess] = []
     conns: dict[Connection, int] = {}
     try:
