@@ -87,3 +87,23 @@ def test_the_same_bad_arguments_everywhere_raise_the_argument_error_on_every_ran
         SCENARIOS[scenario](dist_info.rank, dist_info.world_size)
     assert isinstance(raised.value, ValueError)
     assert_the_group_still_works()
+
+
+def test_a_rank_in_another_collective_is_named_and_no_rank_waits_for_it(
+    dist_info: DistributedInfo,
+) -> None:
+    import torch.distributed as dist
+
+    if dist_info.rank == LAST:
+        # A collective of the same size as a fingerprint, but not one.
+        out = torch.empty(3 * WORLD, dtype=torch.int64)
+        dist.all_gather_into_tensor(out, torch.zeros(3, dtype=torch.int64))
+    else:
+        with pytest.raises(CollectiveMismatchError) as raised:
+            all_reduce_tensors(torch.ones(2), validate=True)
+        assert list(raised.value.disagreeing_ranks) == [LAST], raised.value
+        assert "not a helios_collectives call" in str(raised.value)
+    # No rank started a second exchange: the next collective is in step everywhere.
+    total = torch.ones(1)
+    dist.all_reduce(total)
+    assert total.item() == WORLD

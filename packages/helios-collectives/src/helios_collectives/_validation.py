@@ -17,6 +17,7 @@ switch, the description, its exchange and the comparison that words the error.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import weakref
 import zlib
@@ -59,6 +60,9 @@ _MAGIC = "helios-collectives/2"
 _UNIT, _RECORD = "\x1f", "\x1e"  # ASCII separators; values never contain them
 _FREE = frozenset({"rows"})  # fields that may differ between ranks
 _NOT_OURS = "not a helios_collectives call (another collective ran there)"
+_OTHER_CALL = "another helios_collectives call"
+# The first word of every fingerprint: "helios" and the protocol's version, 3.
+_FINGERPRINT = 0x68656C696F730003
 
 # os.environ.get raises and catches KeyError twice for an unset variable; the mapping
 # behind os.environ answers a miss in a dict lookup. Writes through os.environ (and
@@ -198,18 +202,52 @@ class Description:
         Returns:
             The description, padded with zero bytes.
         """
-        fields = [
+        text = self._text(number, problem)
+        if self.rows is not None:
+            text += f"{_RECORD}rows{_UNIT}{self.rows}"
+        raw = text.encode("ascii")
+        assert len(raw) <= _WIDTH, text
+        return raw.ljust(_WIDTH, b"\0")
+
+    def digest(self, number: int, problem: str | None) -> int:
+        """A 64-bit digest of what must agree between ranks (every field but ``rows``).
+
+        Args:
+            number: This process's call number on the group.
+            problem: This rank's argument problem, or None.
+
+        Returns:
+            The digest, as a signed 64-bit integer.
+        """
+        raw = self._text(number, problem).encode("ascii")
+        return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
+
+    def as_fields(self, number: int, problem: str | None) -> dict[str, str]:
+        """This call's fields as the other ranks decode them (``rows`` included).
+
+        Args:
+            number: This process's call number on the group.
+            problem: This rank's argument problem, or None.
+
+        Returns:
+            Field name to value.
+        """
+        fields = {name: _shorten(value) for name, value in self._fields(number, problem)}
+        if self.rows is not None:
+            fields["rows"] = str(self.rows)
+        return fields
+
+    def _fields(self, number: int, problem: str | None) -> list[tuple[str, str]]:
+        return [
             ("operation", self.operation),
             ("call number", f"#{number}"),
             ("argument problem", "none" if problem is None else problem),
             *self.fields,
         ]
-        if self.rows is not None:
-            fields.append(("rows", str(self.rows)))
-        text = _RECORD.join([_MAGIC, *(f"{name}{_UNIT}{_shorten(v)}" for name, v in fields)])
-        raw = text.encode("ascii")
-        assert len(raw) <= _WIDTH, text
-        return raw.ljust(_WIDTH, b"\0")
+
+    def _text(self, number: int, problem: str | None) -> str:
+        fields = self._fields(number, problem)
+        return _RECORD.join([_MAGIC, *(f"{name}{_UNIT}{_shorten(v)}" for name, v in fields)])
 
 
 def _decode(raw: bytes) -> dict[str, str] | None:
@@ -285,7 +323,12 @@ def exchange(
 ) -> list[dict[str, str]]:
     """Share this call's description with every rank and check that all agree.
 
-    One all-gather of :data:`_WIDTH` bytes per rank.
+    One all-gather of a fingerprint, 24 bytes per rank (a marker, a digest of the
+    description, and ``rows``); only when the ranks disagree, a second all-gather of
+    the whole descriptions (:data:`_WIDTH` bytes per rank), so that every rank can say
+    how they differ. Every rank sees the same fingerprints, so all take the second step
+    or none does; where a rank's fingerprint is not one (another collective ran there),
+    none does, and that rank is named.
 
     Args:
         description: This rank's call.
@@ -301,14 +344,42 @@ def exchange(
     number = _CALLS.get(group, 0) + 1
     _CALLS[group] = number
     device = control_device(group)
-    local = torch.frombuffer(bytearray(description.encode(number, problem)), dtype=torch.uint8)
+    digest = description.digest(number, problem)
+    rows = -1 if description.rows is None else description.rows
+    local = torch.tensor([_FINGERPRINT, digest, rows], dtype=torch.int64)
+    gathered = torch.empty(group.size() * 3, dtype=torch.int64, device=device)
+    all_gather_flat(gathered, local.to(device), group)
+    words = gathered.tolist()
+    markers, digests, all_rows = words[0::3], words[1::3], words[2::3]
+    ours = [marker == _FINGERPRINT for marker in markers]
+    if all(ours) and all(other == digest for other in digests):
+        fields = description.as_fields(number, problem)
+        if description.rows is None:
+            return [fields] * len(markers)
+        return [{**fields, "rows": str(other)} for other in all_rows]
+    if all(ours):
+        calls = _exchange_descriptions(description.encode(number, problem), group, device)
+    else:
+        # Those ranks take no second step: say what is known without it.
+        fields = description.as_fields(number, problem)
+        calls = [
+            (fields if other == digest else {"operation": _OTHER_CALL}) if mine else None
+            for mine, other in zip(ours, digests, strict=True)
+        ]
+    check_agreement(description.operation, calls, global_ranks(group))
+    return cast("list[dict[str, str]]", calls)
+
+
+def _exchange_descriptions(
+    raw: bytes, group: dist.ProcessGroup, device: torch.device
+) -> list[dict[str, str] | None]:
+    """Every rank's whole description, decoded (None where it is not one)."""
+    local = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
     gathered = torch.empty(group.size() * _WIDTH, dtype=torch.uint8, device=device)
     all_gather_flat(gathered, local.to(device), group)
     host = gathered.cpu()  # contiguous: its bytes are read in one copy
     everyone = ctypes.string_at(host.data_ptr(), host.numel())
-    calls = [_decode(everyone[i : i + _WIDTH]) for i in range(0, len(everyone), _WIDTH)]
-    check_agreement(description.operation, calls, global_ranks(group))
-    return cast("list[dict[str, str]]", calls)
+    return [_decode(everyone[i : i + _WIDTH]) for i in range(0, len(everyone), _WIDTH)]
 
 
 def run_with_problem(

@@ -41,6 +41,9 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from threading import get_ident
+from time import monotonic
+from types import CodeType
 from typing import IO, Any
 
 from helios_pg._failure import ERROR_FILE_VARIABLE, _write_error_file
@@ -120,32 +123,48 @@ def hang_timeout_from(
     return value
 
 
-@dataclass
+@dataclass(slots=True)
 class _Current:
-    """The collective the main thread is in: written by the wrappers, read by the watchdog."""
+    """The collective the main thread is in: written by the wrappers, read by the watchdog.
+
+    The wrappers store what costs nothing to take (the caller's code object and line,
+    the group object, one clock reading); the watchdog formats it when it reports.
+    """
 
     seq: int = 0
     op: str | None = None
-    group: str = ""
-    site: str = ""
+    group_arg: Any = None
+    code: CodeType | None = None
+    line: int = 0
     since: float = 0.0
-    wall: float = 0.0
 
+    @property
+    def site(self) -> str:
+        """The caller's ``file:line``."""
+        if self.code is None:
+            return ""
+        return f"{Path(self.code.co_filename).name}:{self.line}"
 
-def _site(depth: int = 2) -> str:
-    frame = sys._getframe(depth)
-    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+    @property
+    def group(self) -> str:
+        """The group the collective runs on, where not the default group."""
+        return _group_name(self.group_arg)
+
+    @property
+    def wall(self) -> float:
+        """When the collective began, as ``time.time()``."""
+        return time.time() - (time.monotonic() - self.since)
 
 
 def _describe(current: _Current, top: str | None = None) -> str:
     if current.op is None:
         return f"in no collective, at {top}" if top else "in no collective"
-    group = f" on {current.group}" if current.group else ""
+    group = current.group
+    group = f" on {group}" if group else ""
     return f"in {current.op} #{current.seq}{group} at {current.site}"
 
 
-def _group_name(kwargs: dict[str, Any]) -> str:
-    group = kwargs.get("group")
+def _group_name(group: Any) -> str:
     if group is None:
         return ""
     name = getattr(group, "group_name", None)
@@ -187,14 +206,19 @@ class Watchdog:
                 continue
 
             def wrapper(
-                *args: Any, _name: str = name, _call: Callable[..., Any] = original, **kwargs: Any
+                *args: Any,
+                _name: str = name,
+                _call: Callable[..., Any] = original,
+                _main: int = self.main,
+                **kwargs: Any,
             ) -> Any:
-                if current.op is not None or threading.get_ident() != self.main:
+                if current.op is not None or get_ident() != _main:
                     return _call(*args, **kwargs)  # nested, or not the main thread
+                caller = sys._getframe(1)
                 current.seq += 1
-                current.group = _group_name(kwargs)
-                current.site = _site()
-                current.since, current.wall = time.monotonic(), time.time()
+                current.group_arg = kwargs.get("group")
+                current.code, current.line = caller.f_code, caller.f_lineno
+                current.since = monotonic()
                 current.op = _name
                 try:
                     return _call(*args, **kwargs)
