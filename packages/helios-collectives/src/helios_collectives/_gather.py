@@ -237,8 +237,7 @@ def gather_uneven(tensor: torch.Tensor, *, group: dist.ProcessGroup | None = Non
         )
     fields = describe_tensors([tensor], is_list=False, free_first_dim=True)
     rows = tensor.shape[0] if tensor.dim() else 0
-    calls = run_with_problem(Description("gather_uneven", fields, rows=rows), problem, pg)
-    sizes = tuple(int(call["rows"]) for call in calls)
+    sizes = tuple(run_with_problem(Description("gather_uneven", fields, rows=rows), problem, pg))
     rest = tuple(tensor.shape[1:])
     largest = max(sizes)
     if largest == 0:

@@ -134,6 +134,9 @@ def validation_enabled(validate: bool | None) -> bool:
 
 
 def _shorten(value: str) -> str:
+    plain = value.isascii() and _UNIT not in value and _RECORD not in value
+    if plain and len(value) <= _VALUE_LIMIT:
+        return value  # the common case, as it is
     text = value.encode("ascii", "backslashreplace").decode("ascii")
     text = text.replace(_UNIT, " ").replace(_RECORD, " ")
     if len(text) <= _VALUE_LIMIT:
@@ -165,17 +168,21 @@ def describe_tensors(
     """
     if not tensors:
         return (("shape", "empty list"),)
-    dtype = _grouped([t.dtype for t in tensors])
-    device = _grouped([t.device.type for t in tensors])
-    if is_list:
-        shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-        shape = f"{len(tensors)} tensors: {shapes}"
-    else:
-        dims = [str(d) for d in tensors[0].shape]
+    if not is_list:
+        (tensor,) = tensors
+        dims = [str(d) for d in tensor.shape]
         if free_first_dim and dims:
             dims[0] = "*"
         shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
-    return (("dtype", dtype), ("device type", device), ("shape", shape))
+        return (("dtype", str(tensor.dtype)), ("device type", tensor.device.type), ("shape", shape))
+    dtype = _grouped([t.dtype for t in tensors])
+    device = _grouped([t.device.type for t in tensors])
+    shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+    return (
+        ("dtype", dtype),
+        ("device type", device),
+        ("shape", f"{len(tensors)} tensors: {shapes}"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +327,7 @@ def check_agreement(
 
 def exchange(
     description: Description, group: dist.ProcessGroup, problem: str | None = None
-) -> list[dict[str, str]]:
+) -> list[int]:
     """Share this call's description with every rank and check that all agree.
 
     One all-gather of a fingerprint, 24 bytes per rank (a marker, a digest of the
@@ -336,7 +343,7 @@ def exchange(
         problem: This rank's argument problem, which travels with the description.
 
     Returns:
-        Every rank's fields, in group-rank order.
+        Every rank's ``rows``, in group-rank order (-1 for a call without them).
 
     Raises:
         CollectiveMismatchError: The calls differ; raised on every rank.
@@ -353,10 +360,8 @@ def exchange(
     markers, digests, all_rows = words[0::3], words[1::3], words[2::3]
     ours = [marker == _FINGERPRINT for marker in markers]
     if all(ours) and all(other == digest for other in digests):
-        fields = description.as_fields(number, problem)
-        if description.rows is None:
-            return [fields] * len(markers)
-        return [{**fields, "rows": str(other)} for other in all_rows]
+        return cast("list[int]", all_rows)
+    calls: list[dict[str, str] | None]
     if all(ours):
         calls = _exchange_descriptions(description.encode(number, problem), group, device)
     else:
@@ -367,7 +372,11 @@ def exchange(
             for mine, other in zip(ours, digests, strict=True)
         ]
     check_agreement(description.operation, calls, global_ranks(group))
-    return cast("list[dict[str, str]]", calls)
+    # Unreachable: fingerprints differ only where the descriptions do.
+    message = f"{description.operation}: the ranks' fingerprints differ, but not their calls"
+    raise CollectiveMismatchError(
+        message, operation=description.operation, disagreeing_ranks=(), differences={}
+    )
 
 
 def _exchange_descriptions(
@@ -384,7 +393,7 @@ def _exchange_descriptions(
 
 def run_with_problem(
     description: Description, problem: str | None, group: dist.ProcessGroup
-) -> list[dict[str, str]]:
+) -> list[int]:
     """Exchange descriptions, then raise this rank's argument problem if it has one.
 
     When every rank has the same problem, every rank raises it; when only some do,
@@ -396,7 +405,7 @@ def run_with_problem(
         group: The group the collective runs on.
 
     Returns:
-        Every rank's fields, in group-rank order.
+        Every rank's ``rows``, in group-rank order (see :func:`exchange`).
 
     Raises:
         CollectiveMismatchError: The calls differ.
