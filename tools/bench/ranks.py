@@ -116,6 +116,8 @@ def _rank(rank, path):
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
                             timeout=timedelta(seconds=60))
     step("{kind}", rank)
+    # Neither rank tears gloo down while the other may still use it.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -263,6 +263,13 @@ HEADLINES = (
         "`torch.multiprocessing.spawn`",
     ),
     Headline(
+        "a 2-rank DDP test (construct, forward, backward, step)",
+        "2-rank DDP test: construct, forward, backward, step, fresh ranks",
+        "@pytest.mark.ranks(2), torch's DDP stack preloaded",
+        "`@pytest.mark.ranks(2)`",
+        "`torch.multiprocessing.spawn`",
+    ),
+    Headline(
         "SLURM hostlist of 10,000 nodes",
         "hostlist: 10,000 nodes, one padded range",
         "expand_hostlist(n[00001-10000])",
@@ -289,7 +296,11 @@ def readme_table(cases: Cases) -> str:
     Raises:
         ValueError: A headline's row is not in ``cases``.
     """
-    rows = {(r["case"], r["helios"]): Row(**r) for e in cases.values() for r in e["rows"]}
+    rows: dict[tuple[str, str], Row] = {}
+    for entry in cases.values():
+        for raw in entry["rows"]:
+            # Where several rows share a case and a helios side, the first is quoted.
+            rows.setdefault((raw["case"], raw["helios"]), Row(**raw))
     lines = ["| case | helios | alternative | ratio |", "|---|---|---|---:|"]
     for headline in HEADLINES:
         row = rows.get((headline.case, headline.helios))
