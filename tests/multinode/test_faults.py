@@ -1,4 +1,5 @@
-"""Faults across nodes: the second node's processes killed, or its link taken down.
+"""Faults across nodes: the second node's processes killed, or its link taken down, or
+one of its ranks raising.
 
 Four hand-started ranks, two per virtual node, all-reduce in a loop with a 10 s group
 timeout. Once every rank has summed right, the test breaks the second node. Every rank
@@ -21,11 +22,12 @@ import pytest
 
 from tests.multinode.checks import TEST_TIMEOUT
 from tests.support.netns import VirtualNodes
-from tests.support.procs import RESULT_PREFIX
+from tests.support.procs import REPO_ROOT, RESULT_PREFIX
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(TEST_TIMEOUT)]
 
 WORKER = [sys.executable, str(Path(__file__).parent / "workers" / "fault_loop.py")]
+FAILING = [sys.executable, str(REPO_ROOT / "tests" / "pg" / "workers" / "failing.py")]
 GROUP_TIMEOUT = 10.0
 READY_LIMIT = 90.0
 SURVIVOR_LIMIT = GROUP_TIMEOUT + 10.0
@@ -138,3 +140,49 @@ def test_cutting_the_second_nodes_link_fails_every_rank_within_the_timeout(
     for rank in (0, 1):
         assert found[rank]["barrier"] == "BarrierTimeoutError", logs
         assert found[rank]["missing"] == [2, 3], logs
+
+
+def test_a_rank_that_raises_on_the_second_node_is_named_by_the_first(
+    nodes: VirtualNodes, tmp_path: Path
+) -> None:
+    # Rank 2, on the second node, raises; the others wait in an all-reduce it never
+    # joins, fail there once it is gone, and say who failed first: the culprit's line
+    # comes through the store on the first node, whatever node each victim is on.
+    port = nodes.free_port(0)
+    world = PER_NODE * len(nodes.nodes)
+    procs = []
+    for rank in range(world):
+        log = tmp_path / f"rank-{rank}.log"
+        env = nodes.env(
+            {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(rank % PER_NODE),
+                "LOCAL_WORLD_SIZE": str(PER_NODE),
+                "MASTER_ADDR": nodes.nodes[0].address,
+                "MASTER_PORT": str(port),
+                "HELIOS_TEST_PG_TIMEOUT": str(GROUP_TIMEOUT),
+                "HELIOS_TEST_FAILURE": "raise",
+                "HELIOS_TEST_FAILING_RANK": "2",
+                "PYTHONPATH": str(REPO_ROOT),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        procs.append((rank, log, nodes.popen(rank // PER_NODE, FAILING, env=env, log=log)))
+    statuses: dict[int, int | None] = {}
+    end = time.monotonic() + END_LIMIT
+    for rank, _, proc in procs:
+        try:
+            statuses[rank] = proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:  # still running at the limit: a hang
+            proc.kill()
+            statuses[rank] = None
+    logs = outputs(procs, statuses)
+
+    assert None not in statuses.values(), logs  # nothing hung
+    assert 0 not in statuses.values(), logs
+    texts = {rank: log.read_text(errors="replace") for rank, log, _ in procs}
+    assert "ValueError: bad batch 7" in texts[2], logs
+    culprit = f"rank 2 on {nodes.nodes[1].name} failed first: ValueError: bad batch 7"
+    for rank in (0, 1, 3):
+        assert culprit in texts[rank], logs

@@ -1,4 +1,4 @@
-"""Worker: rank 1 of a torchrun (or srun, mpirun) job fails, in the way the test asks.
+"""Worker: rank 1 (or ``HELIOS_TEST_FAILING_RANK``) of a job fails, as the test asks.
 
 ``HELIOS_TEST_FAILURE`` says how: ``raise`` (an uncaught ``ValueError``), ``record``
 (the same below torchrun's ``@record``), ``thread`` (a thread dies, then the rank
@@ -21,7 +21,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from helios_pg import process_group
 from tests.support.worker import group_timeout
 
-FAILING_RANK = 1
+FAILING_RANK = int(os.environ.get("HELIOS_TEST_FAILING_RANK", "1"))
 
 
 def fail(mode: str) -> None:

@@ -26,7 +26,6 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import functools
 import json
 import os
@@ -44,9 +43,10 @@ from pathlib import Path
 from threading import get_ident
 from time import monotonic
 from types import CodeType
-from typing import IO, Any
+from typing import Any
 
 from helios_pg._failure import ERROR_FILE_VARIABLE, _write_error_file
+from helios_pg._stackdump import StackDump
 
 __all__ = [
     "COLLECTIVES",
@@ -187,9 +187,8 @@ class Watchdog:
     stopping: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    dump: IO[str] | None = None
+    dump: StackDump | None = None
     answered: bool = False
-    signal_number: int | None = None
     failure_key: str = ""
 
     @property
@@ -351,7 +350,7 @@ class Watchdog:
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
         if self.dump is not None:
-            faulthandler.dump_traceback_later(self.timeout + 1, file=self.dump)
+            self.dump.arm(self.timeout + 1)
         current = self.current
         if current.op is not None and time.monotonic() - current.since > self.timeout:
             self.store.compare_set(f"{self.key}/hung", "", str(self.rank))
@@ -376,7 +375,7 @@ class Watchdog:
             pass
         finally:
             if self.dump is not None:
-                faulthandler.cancel_dump_traceback_later()
+                self.dump.disarm()
 
 
 _watchdog: Watchdog | None = None
@@ -437,15 +436,14 @@ def start(
     base.mkdir(parents=True, exist_ok=True)
     watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
     with contextlib.suppress(OSError):
-        watchdog.dump = (base / f"rank-{rank}.faulthandler.txt").open("w")
-        # faulthandler names threads by id: say which one is the main thread.
-        watchdog.dump.write(f"helios: rank {rank}, main thread 0x{watchdog.main:016x}\n")
-        watchdog.dump.flush()
-    if watchdog.dump is not None and number is not None:
-        faulthandler.register(number, file=watchdog.dump, all_threads=True, chain=False)
-        watchdog.signal_number = number
+        watchdog.dump = StackDump(
+            base / f"rank-{rank}.faulthandler.txt",
+            # faulthandler names threads by id: say which one is the main thread.
+            header=f"helios: rank {rank}, main thread 0x{watchdog.main:016x}",
+            signal_number=number,
+        )
     if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
-        faulthandler.dump_traceback_later(timeout + 1, file=watchdog.dump)
+        watchdog.dump.arm(timeout + 1)
     watchdog.wrap(dist)
     watchdog.thread = threading.Thread(
         target=watchdog.run, name="helios-hang-watchdog", daemon=True
@@ -469,10 +467,5 @@ def stop() -> None:
     dist: Any = sys.modules.get("torch.distributed")
     if dist is not None:
         watchdog.unwrap(dist)
-    with contextlib.suppress(Exception):
-        faulthandler.cancel_dump_traceback_later()
-        if watchdog.signal_number is not None:
-            faulthandler.unregister(watchdog.signal_number)
     if watchdog.dump is not None:
-        with contextlib.suppress(OSError):
-            watchdog.dump.close()
+        watchdog.dump.close()

@@ -9,7 +9,6 @@ past its deadline. The outcome goes back over a pipe as an :class:`Outcome`.
 from __future__ import annotations
 
 import ast
-import faulthandler
 import importlib
 import importlib.util
 import os
@@ -25,6 +24,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
+
+from helios_pg._stackdump import StackDump
 
 __all__ = ["DIST_INFO", "RankJob", "main", "run", "serve"]
 
@@ -146,8 +147,8 @@ def run(rank: int, job: RankJob) -> Outcome:
     """
     directory = Path(job.directory)
     _redirect(directory, rank)
-    stacks = (directory / f"stacks.{rank}").open("w")
-    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    # What the parent's SIGUSR1 asks for, when the test runs past its deadline.
+    stacks = StackDump(directory / f"stacks.{rank}", signal_number=signal.SIGUSR1)
     os.environ.clear()
     os.environ.update(job.environ)
     rank_variables = {"RANK": rank, "WORLD_SIZE": job.world_size, "LOCAL_RANK": rank}
@@ -185,7 +186,6 @@ def run(rank: int, job: RankJob) -> Outcome:
         result = _outcome(exc)
     sys.stdout.flush()
     sys.stderr.flush()
-    faulthandler.unregister(signal.SIGUSR1)
     stacks.close()
     return result
 
