@@ -129,16 +129,6 @@ def test_non_ascii_text_is_escaped_not_lost() -> None:
     assert fields["argument problem"] == "gr\\xf6\\xdfe"
 
 
-def test_the_fields_a_rank_keeps_are_those_the_others_decode() -> None:
-    description = Description(
-        "gather_uneven",
-        describe_tensors([torch.ones(5, 3)], is_list=False, free_first_dim=True),
-        rows=5,
-    )
-    problem = "x" * 100
-    assert description.as_fields(4, problem) == _decode(description.encode(4, problem))
-
-
 def test_the_digest_covers_every_field_but_rows() -> None:
     def uneven(rows: int, columns: int = 3, number: int = 1) -> int:
         fields = describe_tensors([torch.ones(rows, columns)], is_list=False, free_first_dim=True)

@@ -60,7 +60,8 @@ _MAGIC = "helios-collectives/2"
 _UNIT, _RECORD = "\x1f", "\x1e"  # ASCII separators; values never contain them
 _FREE = frozenset({"rows"})  # fields that may differ between ranks
 _NOT_OURS = "not a helios_collectives call (another collective ran there)"
-_OTHER_CALL = "another helios_collectives call"
+_OTHER_CALL = "a helios_collectives call"
+_MASK = (1 << 64) - 1
 # The first word of every fingerprint: "helios" and the protocol's version, 3.
 _FINGERPRINT = 0x68656C696F730003
 
@@ -229,21 +230,6 @@ class Description:
         raw = self._text(number, problem).encode("ascii")
         return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
 
-    def as_fields(self, number: int, problem: str | None) -> dict[str, str]:
-        """This call's fields as the other ranks decode them (``rows`` included).
-
-        Args:
-            number: This process's call number on the group.
-            problem: This rank's argument problem, or None.
-
-        Returns:
-            Field name to value.
-        """
-        fields = {name: _shorten(value) for name, value in self._fields(number, problem)}
-        if self.rows is not None:
-            fields["rows"] = str(self.rows)
-        return fields
-
     def _fields(self, number: int, problem: str | None) -> list[tuple[str, str]]:
         return [
             ("operation", self.operation),
@@ -354,7 +340,9 @@ def exchange(
     digest = description.digest(number, problem)
     rows = -1 if description.rows is None else description.rows
     local = torch.tensor([_FINGERPRINT, digest, rows], dtype=torch.int64)
-    gathered = torch.empty(group.size() * 3, dtype=torch.int64, device=device)
+    # Zeros: a slot that another collective left unwritten reads as "not ours" on every
+    # rank, never as a stale fingerprint that would send only some ranks to step two.
+    gathered = torch.zeros(group.size() * 3, dtype=torch.int64, device=device)
     all_gather_flat(gathered, local.to(device), group)
     words = gathered.tolist()
     markers, digests, all_rows = words[0::3], words[1::3], words[2::3]
@@ -365,10 +353,10 @@ def exchange(
     if all(ours):
         calls = _exchange_descriptions(description.encode(number, problem), group, device)
     else:
-        # Those ranks take no second step: say what is known without it.
-        fields = description.as_fields(number, problem)
+        # Those ranks take no second step: say what every rank knows without it, the
+        # same on every rank (each helios call by its fingerprint).
         calls = [
-            (fields if other == digest else {"operation": _OTHER_CALL}) if mine else None
+            {"operation": _OTHER_CALL, "fingerprint": f"{other & _MASK:016x}"} if mine else None
             for mine, other in zip(ours, digests, strict=True)
         ]
     check_agreement(description.operation, calls, global_ranks(group))

@@ -223,6 +223,7 @@ class Watchdog:
                     return _call(*args, **kwargs)
                 finally:
                     current.op = None
+                    current.group_arg = current.code = None  # nothing kept alive
 
             functools.update_wrapper(wrapper, original)
             self.originals[name] = original
