@@ -53,16 +53,14 @@ def outputs(procs: list[tuple[int, Path, Any]], statuses: dict[int, int | None])
     return "\n".join(parts)
 
 
-def run_fault(
-    nodes: VirtualNodes, tmp_path: Path, fault: Callable[[], object]
-) -> tuple[dict[int, dict[str, Any]], dict[int, int | None], str]:
-    """Start the ranks, break the second node once all are ready, collect the reports."""
-    fault_file = tmp_path / "fault"
+def start_ranks(
+    nodes: VirtualNodes, tmp_path: Path, worker: list[str], extra: dict[str, str]
+) -> list[tuple[int, Path, Any]]:
+    """Start ``PER_NODE`` hand-started ranks on each node, each logging to a file."""
     port = nodes.free_port(0)
     world = PER_NODE * len(nodes.nodes)
     procs = []
     for rank in range(world):
-        node = rank // PER_NODE
         log = tmp_path / f"rank-{rank}.log"
         env = nodes.env(
             {
@@ -73,27 +71,16 @@ def run_fault(
                 "MASTER_ADDR": nodes.nodes[0].address,
                 "MASTER_PORT": str(port),
                 "HELIOS_TEST_PG_TIMEOUT": str(GROUP_TIMEOUT),
-                "HELIOS_TEST_FAULT_FILE": str(fault_file),
                 "PYTHONUNBUFFERED": "1",
+                **extra,
             }
         )
-        procs.append((rank, log, nodes.popen(node, WORKER, env=env, log=log)))
-    logs = "\n".join(
-        f"--- rank {r}\n" + (log.read_text() if log.exists() else "") for r, log, _ in procs
-    )
-    deadline = time.monotonic() + READY_LIMIT
-    while not all(log.exists() and "READY" in log.read_text() for _, log, _ in procs):
-        if time.monotonic() > deadline or any(p.poll() is not None for _, _, p in procs):
-            for _, _, proc in procs:
-                proc.kill()
-            logs = "\n".join(
-                f"--- rank {r}\n" + log.read_text() for r, log, _ in procs if log.exists()
-            )
-            pytest.fail(f"the ranks did not all get ready:\n{logs}")
-        time.sleep(0.2)
-    time.sleep(1.0)  # well into the loop on every rank
-    fault_file.write_text(repr(time.time()))
-    fault()
+        procs.append((rank, log, nodes.popen(rank // PER_NODE, worker, env=env, log=log)))
+    return procs
+
+
+def wait_ranks(procs: list[tuple[int, Path, Any]]) -> dict[int, int | None]:
+    """Each rank's exit status within ``END_LIMIT``; None for one killed at the limit."""
     statuses: dict[int, int | None] = {}
     end = time.monotonic() + END_LIMIT
     for rank, _, proc in procs:
@@ -102,6 +89,26 @@ def run_fault(
         except subprocess.TimeoutExpired:  # still running at the limit: a hang
             proc.kill()
             statuses[rank] = None
+    return statuses
+
+
+def run_fault(
+    nodes: VirtualNodes, tmp_path: Path, fault: Callable[[], object]
+) -> tuple[dict[int, dict[str, Any]], dict[int, int | None], str]:
+    """Start the ranks, break the second node once all are ready, collect the reports."""
+    fault_file = tmp_path / "fault"
+    procs = start_ranks(nodes, tmp_path, WORKER, {"HELIOS_TEST_FAULT_FILE": str(fault_file)})
+    deadline = time.monotonic() + READY_LIMIT
+    while not all(log.exists() and "READY" in log.read_text() for _, log, _ in procs):
+        if time.monotonic() > deadline or any(p.poll() is not None for _, _, p in procs):
+            for _, _, proc in procs:
+                proc.kill()
+            pytest.fail(f"the ranks did not all get ready:\n{outputs(procs, {})}")
+        time.sleep(0.2)
+    time.sleep(1.0)  # well into the loop on every rank
+    fault_file.write_text(repr(time.time()))
+    fault()
+    statuses = wait_ranks(procs)
     logs = outputs(procs, statuses)
     found = {int(item["rank"]): item for _, log, _ in procs for item in reports(log)}
     # Seen with -s (or in a failure's captured output): each rank's time from the fault.
@@ -148,35 +155,13 @@ def test_a_rank_that_raises_on_the_second_node_is_named_by_the_first(
     # Rank 2, on the second node, raises; the others wait in an all-reduce it never
     # joins, fail there once it is gone, and say who failed first: the culprit's line
     # comes through the store on the first node, whatever node each victim is on.
-    port = nodes.free_port(0)
-    world = PER_NODE * len(nodes.nodes)
-    procs = []
-    for rank in range(world):
-        log = tmp_path / f"rank-{rank}.log"
-        env = nodes.env(
-            {
-                "RANK": str(rank),
-                "WORLD_SIZE": str(world),
-                "LOCAL_RANK": str(rank % PER_NODE),
-                "LOCAL_WORLD_SIZE": str(PER_NODE),
-                "MASTER_ADDR": nodes.nodes[0].address,
-                "MASTER_PORT": str(port),
-                "HELIOS_TEST_PG_TIMEOUT": str(GROUP_TIMEOUT),
-                "HELIOS_TEST_FAILURE": "raise",
-                "HELIOS_TEST_FAILING_RANK": "2",
-                "PYTHONPATH": str(REPO_ROOT),
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        procs.append((rank, log, nodes.popen(rank // PER_NODE, FAILING, env=env, log=log)))
-    statuses: dict[int, int | None] = {}
-    end = time.monotonic() + END_LIMIT
-    for rank, _, proc in procs:
-        try:
-            statuses[rank] = proc.wait(timeout=max(0.1, end - time.monotonic()))
-        except subprocess.TimeoutExpired:  # still running at the limit: a hang
-            proc.kill()
-            statuses[rank] = None
+    extra = {
+        "HELIOS_TEST_FAILURE": "raise",
+        "HELIOS_TEST_FAILING_RANK": "2",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    procs = start_ranks(nodes, tmp_path, FAILING, extra)
+    statuses = wait_ranks(procs)
     logs = outputs(procs, statuses)
 
     assert None not in statuses.values(), logs  # nothing hung
