@@ -430,14 +430,16 @@ LIMIT = timedelta(seconds=2)
 
 
 def arrive(store: Store, rank: int, *, count: bool = True) -> int:
-    store.set(f"{BASE}/{rank}", "1")
-    return store.add(f"{BASE}/count", 1) if count else 0
+    if count:
+        return _barrier._arrive(store, BASE, rank, f"token{rank}")
+    store.append(f"{BASE}/arrivals", f"{rank}:token{rank},")  # type: ignore[attr-defined]
+    return 0
 
 
-def test_the_first_rank_to_give_up_records_whose_keys_are_missing() -> None:
+def test_the_first_rank_to_give_up_records_whose_arrival_is_missing() -> None:
     store = HashStore()
     arrive(store, 0)
-    arrive(store, 2, count=False)  # key set, not yet counted in
+    arrive(store, 2, count=False)  # arrival recorded, not yet counted in
     assert _barrier._give_up(store, BASE, RANKS, LIMIT) >= _barrier._GAVE_UP
     # Rank 2 counts itself in after the jump: it cannot find the count met.
     assert store.add(f"{BASE}/count", 1) >= _barrier._GAVE_UP
@@ -464,7 +466,7 @@ def test_a_count_met_before_the_jump_is_a_verdict_that_nobody_is_missing() -> No
     assert _barrier._read_verdict(store, BASE, RANKS, LIMIT).missing == ()
 
 
-def test_without_a_recorded_verdict_the_keys_are_read_after_the_bound() -> None:
+def test_without_a_recorded_verdict_the_arrivals_are_read_after_the_bound() -> None:
     store = HashStore()
     arrive(store, 0)
     store.add(f"{BASE}/count", _barrier._GAVE_UP)  # that rank died before recording

@@ -710,3 +710,33 @@ def test_no_undestroyed_group_warning_on_stderr(hygiene_run: Launch) -> None:
     # dist.is_initialized() above are what shows a group left behind.
     for item in hygiene_run.finished:
         assert UNDESTROYED not in item.stderr, item.describe()
+
+
+def test_a_barrier_makes_a_few_store_requests_however_long_it_waits(
+    hygiene: dict[int, dict[str, Any]],
+) -> None:
+    # Ranks 0 and 1 wait 1 s for rank 2, each blocked in one request on a connection of
+    # its own; polling every 10 ms or less would make a hundred.
+    for rank, report in hygiene.items():
+        traffic = report["group"]["traffic"]
+        if rank != WORLD - 1:
+            assert traffic["waited"] >= 0.9, traffic
+        assert traffic["requests"] <= 8, (rank, traffic)
+
+
+def test_a_timed_out_barrier_names_the_late_rank_and_torch_prints_nothing(
+    hygiene: dict[int, dict[str, Any]],
+) -> None:
+    # The waits end by their keys being set, never by the store's own timeout, whose
+    # C++ warnings would otherwise reach stderr.
+    timed_out = {rank: r["group"]["traffic"]["timed_out"] for rank, r in hygiene.items()}
+    assert timed_out == {0: [2], 1: [2], 2: None}
+    for report in hygiene.values():
+        assert report["group"]["traffic"]["stderr"] == "", report["group"]["traffic"]
+
+
+def test_the_barriers_waiting_connections_close_with_the_group(
+    hygiene: dict[int, dict[str, Any]],
+) -> None:
+    for report in hygiene.values():
+        assert report["group"]["waiting_connections_after_shutdown"] == 0, report["group"]

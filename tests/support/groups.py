@@ -48,7 +48,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tests.support.procs import Finished, free_port, run_processes, wait_until_listening
+from tests.support.procs import (
+    Finished,
+    free_port,
+    launcher_variables,
+    run_processes,
+    wait_until_listening,
+)
 from tests.support.worker import report
 
 __all__ = [
@@ -260,14 +266,7 @@ def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> N
     from helios_collectives import all_reduce_tensors
 
     world = settings.world
-    os.environ.update(
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
+    os.environ.update(launcher_variables(rank, world, port))
     if rank != 0:
         wait_until_listening(port, JOIN_LIMIT)
     helios_pg.init(timeout=timedelta(seconds=settings.timeout))

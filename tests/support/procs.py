@@ -239,6 +239,18 @@ def run_processes(
     return finished
 
 
+def launcher_variables(rank: int, world_size: int, port: int | str) -> dict[str, str]:
+    """What a hand-started launch sets for ``rank`` of ``world_size`` on 127.0.0.1."""
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
+
+
 def run_hand_started(
     script: str | Path,
     world_size: int,
@@ -253,14 +265,7 @@ def run_hand_started(
     commands = []
     for rank in range(world_size):
         env = base_env(extra_env)
-        env.update(
-            RANK=str(rank),
-            WORLD_SIZE=str(world_size),
-            LOCAL_RANK=str(rank),
-            LOCAL_WORLD_SIZE=str(world_size),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=port,
-        )
+        env.update(launcher_variables(rank, world_size, port))
         if per_rank_env and rank in per_rank_env:
             env.update(per_rank_env[rank])
         commands.append(([sys.executable, str(script), *args], env))

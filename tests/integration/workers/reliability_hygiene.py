@@ -22,12 +22,15 @@ for nccl groups only).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,12 +45,15 @@ from torch._C._distributed_c10d import HashStore  # noqa: E402
 
 import helios_pg  # noqa: E402
 from helios_collectives import (  # noqa: E402
+    BarrierTimeoutError,
+    _barrier,
     all_reduce_tensors,
     barrier,
     gather_into_tensor,
     gather_uneven,
     safe_barrier,
 )
+from tests.support.store_count import count_requests, wait_for_waiting_connections  # noqa: E402
 from tests.support.worker import report  # noqa: E402
 
 SETTLE_LIMIT = 3.0
@@ -115,6 +121,55 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+LATE = 1.0
+"""Seconds by which the last rank comes to the barrier whose store requests are counted."""
+
+
+def barrier_traffic(rank: int, world: int) -> dict[str, Any]:
+    """A barrier that waits ``LATE`` s for the last rank, its store requests counted; then a
+    barrier that the last rank reaches after the others' timeout."""
+    wait_for_waiting_connections()
+    dist.barrier()
+
+    def late_barrier() -> None:
+        if rank == world - 1:
+            time.sleep(LATE)
+        barrier(30.0)
+
+    start = time.monotonic()
+    requests = count_requests(late_barrier)
+    outcome: dict[str, Any] = {"requests": requests, "waited": time.monotonic() - start}
+    dist.barrier()
+    outcome["timed_out"] = None
+    if rank == world - 1:
+        time.sleep(1.5)  # the others give up after 0.5 s; this rank then passes
+        barrier(0.5)
+    else:
+        try:
+            barrier(0.5)
+        except BarrierTimeoutError as exc:
+            outcome["timed_out"] = list(exc.missing_ranks)
+    barrier(30.0)
+    return outcome
+
+
+def with_stderr_kept(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``call()``'s result, with what it wrote to file descriptor 2 (C++ included)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as kept:
+        os.dup2(kept.fileno(), 2)
+        try:
+            result = call()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        kept.seek(0)
+        result["stderr"] = kept.read().decode(errors="replace")
+    return result
+
+
 def group_phase(rank: int, world: int, timeout: timedelta) -> dict[str, Any]:
     helios_pg.init(timeout=timeout)
     inside = snapshot()
@@ -124,8 +179,12 @@ def group_phase(rank: int, world: int, timeout: timedelta) -> dict[str, Any]:
     validated = all_reduce_tensors(torch.ones(3), validate=True)
     barrier(timeout)
     safe_barrier()
+    traffic = with_stderr_kept(lambda: barrier_traffic(rank, world))
     helios_pg.shutdown()
+    gc.collect()
     return {
+        "traffic": traffic,
+        "waiting_connections_after_shutdown": len(_barrier._POOLS),
         "reduced": reduced.tolist(),
         "gathered": gathered.tolist(),
         "uneven_rows": int(uneven.tensor.shape[0]),

@@ -16,8 +16,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import TCPStore
 from torch.distributed.distributed_c10d import Store
 
+from helios_collectives import _wake
 from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
 from helios_collectives._group import backend_of, global_ranks, require_group
 from helios_collectives._torch import BARRIER_TAKES_TIMEOUT
@@ -131,6 +133,28 @@ _SESSIONS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDi
 _BARRIERS: weakref.WeakKeyDictionary[dist.ProcessGroup, int] = weakref.WeakKeyDictionary()
 
 
+_TOKENS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDictionary()
+
+
+_POOLS: weakref.WeakKeyDictionary[dist.ProcessGroup, _wake.Pool] = weakref.WeakKeyDictionary()
+
+
+def _pool(group: dist.ProcessGroup, root: TCPStore) -> _wake.Pool:
+    # The group's waiting connections, closed with the group.
+    pool = _POOLS.get(group)
+    if pool is None:
+        pool = _POOLS[group] = _wake.Pool(root)
+    return pool
+
+
+def _group_token(group: dist.ProcessGroup) -> str:
+    # Names this process's wake keys for ``group`` in the store's root namespace.
+    token = _TOKENS.get(group)
+    if token is None:
+        token = _TOKENS[group] = _wake.new_token()
+    return token
+
+
 def _session_prefix(store: Store, group: dist.ProcessGroup, size: int) -> str:
     prefix = _SESSIONS.get(group)
     if prefix is None:
@@ -143,29 +167,56 @@ def _session_prefix(store: Store, group: dist.ProcessGroup, size: int) -> str:
     return prefix
 
 
-def _missing(store: Store, ranks: list[int], keys: list[str]) -> tuple[int, ...]:
-    return tuple(rank for rank, key in zip(ranks, keys, strict=True) if not store.check([key]))
+def _arrive(store: Store, base: str, me: int, token: str) -> int:
+    """Record this rank's arrival and wake token, then count it in; the new count."""
+    # Recorded before counted: a rank counted in before a give-up is always recorded.
+    # torch's stubs leave out append, which every supported torch's stores have.
+    store.append(f"{base}/arrivals", f"{me}:{token},")  # type: ignore[attr-defined]
+    return store.add(f"{base}/count", 1)
+
+
+def _arrivals(store: Store, base: str) -> dict[int, str]:
+    """The ranks recorded as arrived at the barrier ``base``, with their wake tokens."""
+    key = f"{base}/arrivals"
+    if not store.check([key]):
+        return {}
+    entries = bytes(store.get(key)).decode().split(",")
+    return {int(rank): token for rank, _, token in (e.partition(":") for e in entries if e)}
 
 
 @dataclass(frozen=True)
 class _Verdict:
-    """What the first rank to time out found: the ranks whose keys were missing."""
+    """What the first rank to time out found: the ranks whose arrival was not recorded."""
 
     missing: tuple[int, ...]
     timeout: timedelta  # that rank's timeout
 
 
-def _give_up(store: Store, base: str, ranks: list[int], limit: timedelta) -> int:
+def _give_up(
+    store: Store,
+    base: str,
+    ranks: list[int],
+    limit: timedelta,
+    *,
+    root: TCPStore | None = None,
+    me: int | None = None,
+) -> int:
     # The count decides the outcome. A rank that times out adds _GAVE_UP to it, so no
-    # rank can see the count met after that. The first to do so then reads whose keys
-    # are missing: every rank that counted itself in before has its key set, and every
-    # later one sees _GAVE_UP and reads this verdict. It is recorded even when nobody
-    # is missing (the count was met meanwhile), so that every rank learns it.
+    # rank can see the count met after that. The first to do so then reads who is
+    # missing: every rank that counted itself in before has its arrival recorded, and
+    # every later one sees _GAVE_UP and reads this verdict. It is recorded even when
+    # nobody is missing (the count was met meanwhile), so that every rank learns it. On
+    # a TCPStore the ranks that wait are woken first (they then wait for the verdict).
     jumped = store.add(f"{base}/count", _GAVE_UP)
     before = jumped - _GAVE_UP
     if before < _GAVE_UP:
-        keys = [f"{base}/{rank}" for rank in ranks]
-        missing = () if before >= len(ranks) else _missing(store, ranks, keys)
+        missing: tuple[int, ...] = ()
+        if before < len(ranks):
+            arrived = _arrivals(store, base)
+            missing = tuple(rank for rank in ranks if rank not in arrived)
+            if root is not None:
+                tokens = [token for rank, token in arrived.items() if rank != me]
+                _wake.wake(root, tokens, _wake.GAVE_UP)
         record = {"missing": list(missing), "timeout": limit.total_seconds()}
         store.set(f"{base}/verdict", json.dumps(record))
     return jumped
@@ -178,9 +229,9 @@ def _read_verdict(store: Store, base: str, ranks: list[int], limit: timedelta) -
     while not store.check([key]):
         if time.monotonic() >= deadline:
             # The rank that gave up first died before recording what it found: look
-            # at the keys now.
-            keys = [f"{base}/{rank}" for rank in ranks]
-            return _Verdict(_missing(store, ranks, keys), limit)
+            # at the arrivals now.
+            arrived = _arrivals(store, base)
+            return _Verdict(tuple(rank for rank in ranks if rank not in arrived), limit)
         time.sleep(_MAX_POLL)
     record = json.loads(store.get(key))
     return _Verdict(tuple(record["missing"]), timedelta(seconds=record["timeout"]))
@@ -205,10 +256,16 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     """Wait for every process in the group, and name the ranks that do not come in time.
 
     The ranks meet in the default group's key-value store, not in a collective: each
-    rank sets a key of its own for this barrier (barriers are numbered per group),
-    counts itself in, and polls the count until every rank is in. Nothing runs on
-    the backend, so it works alike on gloo and nccl, and a rank that never arrives
-    leaves the group usable. The first rank whose timeout expires settles the outcome
+    rank sets a key of its own for this barrier (barriers are numbered per group) and
+    counts itself in. On a ``TCPStore`` (torchrun, a hand-started ``env://`` job, srun
+    and mpirun through helios_pg) a rank that is not the last then blocks in one store
+    request, on a connection of its own that only waits, until the last rank wakes it:
+    a barrier costs four or five store requests per rank however long it waits. That
+    connection is opened in the background during a process's first barrier on the
+    store, which polls the count, at most every 10 ms, as barriers on any other store
+    do. Nothing runs on the backend,
+    so it works alike on gloo and nccl, and a rank that never arrives leaves the group
+    usable. The first rank whose timeout expires settles the outcome
     in the store: from then on no rank can find the count met, and that rank records
     exactly which ranks had not arrived. Every rank that had arrived raises with those
     same ranks, even one whose own timeout has not expired yet, once all of them have
@@ -270,29 +327,35 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     _bounded(meet, limit)
 
 
-def _bounded(meet: Callable[[], None], limit: timedelta) -> None:
+def _bounded(meet: Callable[[_Alarm], None], limit: timedelta) -> None:
     """Run the barrier's store protocol, giving up when the store stops answering.
 
     A store request to a host that is unreachable (its link down) or stopped can block
     past any timeout the store was given: the protocol runs in a daemon thread, and
-    this rank raises once the protocol's own bound has passed.
+    this rank raises once the protocol's own bound has passed. At this rank's timeout
+    the calling thread rings the protocol's alarm, which ends its blocking wait.
     """
     outcome: list[BaseException | None] = []
+    alarm = _Alarm()
 
     def run() -> None:
         try:
-            meet()
+            meet(alarm)
         except BaseException as exc:  # re-raised in the caller's thread
             outcome.append(exc)
         else:
             outcome.append(None)
 
+    start = time.monotonic()
     worker = threading.Thread(target=run, name="helios-barrier", daemon=True)
     worker.start()
     seconds = limit.total_seconds()
+    worker.join(seconds)
+    if worker.is_alive():
+        alarm.ring()
     # The protocol waits up to its timeout, then up to min(timeout, 5 s) twice.
     bound = seconds + 2 * min(seconds, _MAX_READ_WAIT) + _STORE_GRACE
-    worker.join(bound)
+    worker.join(max(0.0, start + bound - time.monotonic()))
     if not outcome:
         message = (
             f"barrier: the rendezvous store did not answer within {bound:g} s; the host that "
@@ -304,9 +367,32 @@ def _bounded(meet: Callable[[], None], limit: timedelta) -> None:
         raise outcome[0]
 
 
+class _Alarm:
+    """The caller's side of a waiting rank's alarm: rings one once the protocol arms it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._alarm: _wake.Alarm | None = None
+        self._rung = False
+
+    def attach(self, alarm: _wake.Alarm) -> bool:
+        """Hand over the protocol's alarm; False when the timeout has already expired."""
+        with self._lock:
+            self._alarm = alarm
+            return not self._rung
+
+    def ring(self) -> None:
+        with self._lock:
+            self._rung = True
+            alarm = self._alarm
+        if alarm is not None:
+            alarm.ring()
+
+
 def _meet(
     store: Store,
     group: dist.ProcessGroup,
+    alarm: _Alarm,
     *,
     ranks: list[int],
     me: int,
@@ -318,42 +404,113 @@ def _meet(
     try:
         prefix = _session_prefix(store, group, len(ranks))
         base = f"{prefix}/{number}"
-        count_key = f"{base}/count"
-        # Poll rather than store.wait(): a TCPStore client whose wait timed out can
-        # be left unusable ("Broken pipe") for the next barrier.
-        store.set(f"{base}/{me}", "1")
-        arrived = store.add(count_key, 1)
-        delay = 0.0002
-        while arrived < len(ranks):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                arrived = _give_up(store, base, ranks, limit)
-                break
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, _MAX_POLL)
-            arrived = store.add(count_key, 0)
+        root = _wake.tcp_root(store)
+        pool = None if root is None else _pool(group, root)
+        waiter = None if pool is None else pool.borrow(_backstop(limit))
+        # A rank that will poll publishes no token: nobody sets a wake key for it.
+        token = "" if waiter is None else f"{_group_token(group)}.{number}"
+        arrived = _arrive(store, base, me, token)
+        size = len(ranks)
+        woken = None
+        if pool is not None and waiter is not None and arrived >= size:
+            pool.give_back(waiter)
+        if arrived == size and root is not None:
+            tokens = [t for rank, t in _arrivals(store, base).items() if rank != me]
+            _wake.wake(root, tokens, _wake.MET)
+        elif arrived < size:
+            if root is not None and pool is not None and waiter is not None:
+                woken = _sleep(root, pool, waiter, alarm, token)
+            if woken == _wake.MET:
+                arrived = size
+            elif woken == _wake.GAVE_UP:
+                arrived = store.add(f"{base}/count", 0)
+            elif woken == _wake.TIMED_OUT:
+                arrived = _give_up(store, base, ranks, limit, root=root, me=me)
+            else:
+                arrived = _poll(
+                    store, base, ranks, deadline=deadline, limit=limit, root=root, me=me
+                )
         if arrived >= _GAVE_UP:
             verdict = _read_verdict(store, base, ranks, limit)
+            if root is not None and token:
+                # The first rank to give up wakes the arrived ranks before it records
+                # the verdict: a wake key set for this rank after it stopped waiting
+                # (or before it waited at all) is there by now, and has no other reader.
+                with contextlib.suppress(dist.DistError):
+                    root.delete_key(_wake.wake_key(token))
             if me in verdict.missing:
                 # This rank came after the others gave up: it passes, so the next
                 # barrier still meets.
                 return
             if verdict.missing:
-                _acknowledge(store, base, len(ranks) - len(verdict.missing), limit)
-                raise _timeout_error(verdict, len(ranks), number, group)
-        if number > 1:
+                _acknowledge(store, base, size - len(verdict.missing), limit)
+                raise _timeout_error(verdict, size, number, group)
+        if number > 1 and me == ranks[0]:
             # Every rank has counted itself into this barrier, so every rank has left
             # the previous one: its keys can go and the store stays small.
-            store.delete_key(f"{prefix}/{number - 1}/{me}")
-            if me == ranks[0]:
-                for name in ("count", "verdict", "read"):
-                    store.delete_key(f"{prefix}/{number - 1}/{name}")
+            for name in ("arrivals", "count", "verdict", "read"):
+                store.delete_key(f"{prefix}/{number - 1}/{name}")
     except dist.DistError as exc:  # DistStoreError, DistNetworkError: the store is gone
         message = (
             "barrier: the rendezvous store is unreachable (the process that hosts it, rank 0 "
             f"of a hand-started job or torchrun's agent, may have died): {exc}"
         )
         raise BarrierError(message) from exc
+
+
+def _backstop(limit: timedelta) -> timedelta:
+    # How long a blocking wait may last: only a backstop, since this rank's alarm sets
+    # its key at the deadline; past it the barrier reports the store as gone anyway.
+    seconds = limit.total_seconds()
+    return timedelta(seconds=seconds + 2 * min(seconds, _MAX_READ_WAIT) + _STORE_GRACE)
+
+
+def _sleep(
+    root: TCPStore, pool: _wake.Pool, waiter: _wake.Waiter, alarm: _Alarm, token: str
+) -> str | None:
+    """Block until this rank's wake key is set; its value, or None to poll instead.
+
+    None when the wait failed: the caller then polls the count on the group's own
+    connection, which also reports a store that is gone.
+    """
+    own = _wake.Alarm(root)
+    own.arm(token)
+    if not alarm.attach(own):
+        own.ring()  # the timeout expired before this rank could wait
+    try:
+        value = waiter.wait_for(token)
+    except (dist.DistError, RuntimeError):
+        own.disarm()
+        return None
+    own.disarm()
+    pool.give_back(waiter)
+    return value
+
+
+def _poll(
+    store: Store,
+    base: str,
+    ranks: list[int],
+    *,
+    deadline: float,
+    limit: timedelta,
+    root: TCPStore | None,
+    me: int,
+) -> int:
+    """Poll the arrival count until it is met or the deadline passes; the last count."""
+    # Poll rather than store.wait() on the group's own connection: a wait that times
+    # out there could leave it unusable for the next barrier.
+    count_key = f"{base}/count"
+    delay = 0.0002
+    arrived = store.add(count_key, 0)
+    while arrived < len(ranks):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _give_up(store, base, ranks, limit, root=root, me=me)
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, _MAX_POLL)
+        arrived = store.add(count_key, 0)
+    return arrived
 
 
 def _timeout_error(

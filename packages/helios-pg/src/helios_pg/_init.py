@@ -225,10 +225,11 @@ def _after_init(
     if layout is not None:
         record_layout(layout)
     if report_failures:
-        channel = side_channel(meeting, env_store) if meeting and env_store else None
+        # A failing rank waits at most 2 s for its channel, so it never delays the exit.
+        channel = side_channel(meeting, env_store, 2.0) if meeting and env_store else None
         install_reporter(dist.get_rank(), *(channel or (None, "")))
     if hang is not None:
-        watch = side_channel(meeting, env_store) if meeting and env_store else None
+        watch = side_channel(meeting, env_store, 60.0) if meeting and env_store else None
         store, key = watch or (dist.distributed_c10d._get_default_store(), "helios_pg/failed")
         start_watchdog(
             rank=dist.get_rank(),

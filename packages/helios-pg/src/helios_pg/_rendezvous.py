@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from helios_pg._errors import JoinTimeoutError, ProcessGroupInitError, Rendezvou
 __all__ = [
     "JOB_KEY",
     "EnvStore",
+    "LateStore",
     "Meeting",
     "check_own_address",
     "default_timeout",
@@ -237,28 +239,64 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
 _SIDE_TIMEOUT = timedelta(seconds=2)
 
 
-def side_channel(meeting: Meeting, env_store: EnvStore) -> tuple[Any, str] | None:
+def side_channel(meeting: Meeting, env_store: EnvStore, wait: float) -> tuple[Any, str]:
     """A connection of its own to the job's store, with a short timeout, and a key.
 
-    For the failure reporter: what it publishes or reads at a failure must never wait
-    for the group's timeout, nor share a connection with the group. The key is unique
-    to this init of the job.
+    For the failure reporter and the watchdog: what they publish or read at a failure
+    must never wait for the group's timeout, nor share a connection with the group.
+    The key is unique to this init of the job. The connection opens in a daemon thread,
+    so init never waits for it: when every rank of a large job opens one at the same
+    moment, torch's client can take seconds to get its connection.
 
     Args:
         meeting: Where the store is.
         env_store: The store the group formed on (for the key's session).
+        wait: Seconds a request waits for the connection to be open before it fails.
 
     Returns:
-        The store client and the key of the job's first failure, or None when the
-        store cannot be reached.
+        The store client (its requests fail while it cannot be had) and the key of the
+        job's first failure.
     """
-    try:
+
+    def connect() -> Any:
         store: Any = TCPStore(
-            meeting.addr, meeting.port, None, False, timeout=_SIDE_TIMEOUT, wait_for_workers=False
+            meeting.addr, meeting.port, None, False, timeout=_OPEN_TIMEOUT, wait_for_workers=False
         )
-    except (RuntimeError, ValueError):
-        return None
-    if _uses_agent_store(meeting):
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        store = PrefixStore(f"/worker/attempt_{attempt}", store)
-    return store, env_store.joined_key.replace("/joined/", "/failed/", 1)
+        store.set_timeout(_SIDE_TIMEOUT)
+        if _uses_agent_store(meeting):
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            store = PrefixStore(f"/worker/attempt_{attempt}", store)
+        return store
+
+    key = env_store.joined_key.replace("/joined/", "/failed/", 1)
+    return LateStore(connect, wait), key
+
+
+_OPEN_TIMEOUT = timedelta(seconds=30)
+
+
+class LateStore:
+    """A store client that connects in a daemon thread; each request waits for it."""
+
+    def __init__(self, connect: Callable[[], Any], wait: float) -> None:
+        self._wait = wait
+        self._store: Any = None
+        self._opened = threading.Event()
+        self._thread = threading.Thread(
+            target=self._open, args=(connect,), name="helios-side-channel", daemon=True
+        )
+        self._thread.start()
+
+    def _open(self, connect: Callable[[], Any]) -> None:
+        try:
+            self._store = connect()
+        except (RuntimeError, ValueError):
+            self._store = None
+        finally:
+            self._opened.set()
+
+    def __getattr__(self, name: str) -> Any:
+        if not self._opened.wait(self._wait) or self._store is None:
+            message = f"the side channel to the job's store is not open (asked for {name})"
+            raise RuntimeError(message)
+        return getattr(self._store, name)
