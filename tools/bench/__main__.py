@@ -22,6 +22,7 @@ from tools.bench import (
     init_cost,
     print_gates,
     ranks,
+    scale,
 )
 from tools.bench.render import load_results, rewrite_readme, write_outputs
 from tools.bench.rows import CaseResult, Settings
@@ -40,6 +41,7 @@ CASES: dict[str, Callable[[Settings], CaseResult]] = {
     "hostlist": hostlists.run,
     "ranks": ranks.run,
     "busbw": busbw.run,
+    "scale": scale.run,
 }
 """Every case by its command-line name, in the order of the table."""
 

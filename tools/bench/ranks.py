@@ -241,5 +241,68 @@ def measure_steps() -> list[Row]:
     return rows
 
 
+_MEMORY_WORLDS = (2, 8, 32)
+_MEMORY_FILE = """
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+OUT = Path({out!r})
+
+
+def _record(world, rank):
+    dist.barrier()  # every rank of the test is alive and has run a collective
+    found = {{}}
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("Pss", "Rss"):
+            found[name.lower()] = int(rest.split()[0]) * 1024
+    OUT.joinpath(f"{{world}}-{{rank}}.json").write_text(json.dumps(found))
+    dist.barrier()
+""" + "".join(
+    f"""
+
+@pytest.mark.ranks({world}, timeout=300)
+def test_memory_{world}(dist_info):
+    _record({world}, dist_info.rank)
+"""
+    for world in _MEMORY_WORLDS
+)
+
+
+def measure_memory() -> list[Row]:
+    """PSS and RSS per rank of the ranks plugin's fresh ranks, at 2, 8 and 32 ranks."""
+    import json
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hb-memory-") as folder:
+        _session(_MEMORY_FILE.format(out=folder))
+        for world in _MEMORY_WORLDS:
+            found = [
+                json.loads(Path(folder, f"{world}-{rank}.json").read_text())
+                for rank in range(world)
+            ]
+            pss = statistics.median(f["pss"] for f in found) / 2**20
+            rss = statistics.median(f["rss"] for f in found) / 2**20
+            rows.append(
+                Row(
+                    f"ranks plugin: memory per rank, {world} ranks (torch preloaded)",
+                    "PSS (shared pages counted once)",
+                    "RSS",
+                    pss,
+                    rss,
+                    "MiB",
+                    pss / rss,
+                    "helios / alternative",
+                    "report",
+                    True,
+                )
+            )
+    return rows
+
+
 def run(settings: Settings) -> CaseResult:
-    return CaseResult(measure() + measure_steps())
+    return CaseResult(measure() + measure_steps() + measure_memory())
