@@ -10,7 +10,7 @@ import pytest
 
 from tests.launchers.record import OUT, RECORD, expect
 from tests.support.mpi import run_mpich, run_openmpi
-from tests.support.procs import results
+from tests.support.procs import parse_results, results
 from tests.support.slurm import MARKER, Cluster, private_cluster, require
 
 
@@ -105,6 +105,6 @@ def test_recorder_keeps_only_launcher_variables() -> None:
 
 
 def results_of(stdout: str) -> dict[str, str]:
-    (line,) = stdout.splitlines()
-    environ: dict[str, str] = json.loads(line.removeprefix("RESULT "))["environ"]
+    (found,) = parse_results(stdout)
+    environ: dict[str, str] = found["environ"]
     return environ

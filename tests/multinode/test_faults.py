@@ -10,7 +10,6 @@ missing; every process must end by itself, with the status the fault implies.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 
 from tests.multinode.checks import TEST_TIMEOUT
 from tests.support.netns import VirtualNodes
-from tests.support.procs import REPO_ROOT, RESULT_PREFIX
+from tests.support.procs import REPO_ROOT, parse_results
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(TEST_TIMEOUT)]
 
@@ -36,12 +35,7 @@ PER_NODE = 2
 
 
 def reports(log: Path) -> list[dict[str, Any]]:
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return [
-        json.loads(line[len(RESULT_PREFIX) :])
-        for line in text.splitlines()
-        if line.startswith(RESULT_PREFIX)
-    ]
+    return parse_results(log.read_text(errors="replace") if log.exists() else "")
 
 
 def outputs(procs: list[tuple[int, Path, Any]], statuses: dict[int, int | None]) -> str:

@@ -41,6 +41,7 @@ __all__ = [
 DEFAULT_LIMIT = 90.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "RESULT "
+PART_PREFIX = "RESULT-PART "
 
 LAUNCHER_VARIABLES = (
     "RANK",
@@ -330,9 +331,24 @@ def run_two_nodes(
 def results(finished: Finished | Iterable[Finished]) -> list[dict[str, Any]]:
     """Collect the ``RESULT {json}`` lines that workers printed, in output order."""
     items = [finished] if isinstance(finished, Finished) else list(finished)
+    return [found for item in items for found in parse_results(item.stdout)]
+
+
+def parse_results(text: str) -> list[dict[str, Any]]:
+    """The results that ``tests.support.worker.report`` printed in ``text``, in order.
+
+    A long result comes as ``RESULT-PART`` lines, joined here; it counts where its last
+    part is.
+    """
     found: list[dict[str, Any]] = []
-    for item in items:
-        for line in item.stdout.splitlines():
-            if line.startswith(RESULT_PREFIX):
-                found.append(json.loads(line[len(RESULT_PREFIX) :]))
+    parts: dict[str, dict[int, str]] = {}
+    for line in text.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            found.append(json.loads(line[len(RESULT_PREFIX) :]))
+        elif line.startswith(PART_PREFIX):
+            ident, index, count, chunk = line[len(PART_PREFIX) :].split(" ", 3)
+            chunks = parts.setdefault(ident, {})
+            chunks[int(index)] = chunk
+            if len(chunks) == int(count):
+                found.append(json.loads("".join(chunks[i] for i in range(int(count)))))
     return found
