@@ -107,4 +107,7 @@ def test_the_pool_opens_in_the_background_and_never_hands_a_parents_connection_t
     pool.give_back(waiter)
     parent = os.getpid()
     monkeypatch.setattr(os, "getpid", lambda: parent + 1)  # as in a forked child
-    assert pool.borrow(LIMIT) is None
+    assert pool.borrow(LIMIT) is None  # it opens one of its own
+    while not pool.idle():  # before the fixture stops the server
+        assert time.monotonic() < deadline, "the child's waiting connection never opened"
+        time.sleep(0.01)

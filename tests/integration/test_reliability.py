@@ -716,12 +716,13 @@ def test_a_barrier_makes_a_few_store_requests_however_long_it_waits(
     hygiene: dict[int, dict[str, Any]],
 ) -> None:
     # Ranks 0 and 1 wait 1 s for rank 2, each blocked in one request on a connection of
-    # its own; polling every 10 ms or less would make a hundred.
+    # its own: four or five requests a rank, and four more on rank 0, which deletes the
+    # previous barrier's keys. Polling every 10 ms or less made a hundred.
     for rank, report in hygiene.items():
         traffic = report["group"]["traffic"]
         if rank != WORLD - 1:
             assert traffic["waited"] >= 0.9, traffic
-        assert traffic["requests"] <= 8, (rank, traffic)
+        assert traffic["requests"] <= 12, (rank, traffic)
 
 
 def test_a_timed_out_barrier_names_the_late_rank_and_torch_prints_nothing(

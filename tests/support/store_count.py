@@ -46,9 +46,9 @@ def wait_for_waiting_connections(limit: float = 30.0) -> None:
     background; call this after it, so the barriers counted next wait as all later do.
     """
     deadline = time.monotonic() + limit
-    group = dist.group.WORLD
+    group = dist.distributed_c10d._get_default_group()
     while True:
-        pool = _barrier._POOLS.get(group) if group is not None else None
+        pool = _barrier._POOLS.get(group)
         if pool is not None and pool.idle():
             return
         if time.monotonic() > deadline:

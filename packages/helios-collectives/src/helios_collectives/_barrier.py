@@ -139,11 +139,12 @@ _TOKENS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDict
 _POOLS: weakref.WeakKeyDictionary[dist.ProcessGroup, _wake.Pool] = weakref.WeakKeyDictionary()
 
 
-def _pool(group: dist.ProcessGroup, root: TCPStore) -> _wake.Pool:
-    # The group's waiting connections, closed with the group.
-    pool = _POOLS.get(group)
+def _pool(root: TCPStore) -> _wake.Pool:
+    # The waiting connections to the default group's store, closed with that group.
+    world = dist.distributed_c10d._get_default_group()
+    pool = _POOLS.get(world)
     if pool is None:
-        pool = _POOLS[group] = _wake.Pool(root)
+        pool = _POOLS[world] = _wake.Pool(root)
     return pool
 
 
@@ -256,11 +257,12 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     """Wait for every process in the group, and name the ranks that do not come in time.
 
     The ranks meet in the default group's key-value store, not in a collective: each
-    rank sets a key of its own for this barrier (barriers are numbered per group) and
+    rank records its arrival at this barrier (barriers are numbered per group) and
     counts itself in. On a ``TCPStore`` (torchrun, a hand-started ``env://`` job, srun
     and mpirun through helios_pg) a rank that is not the last then blocks in one store
     request, on a connection of its own that only waits, until the last rank wakes it:
-    a barrier costs four or five store requests per rank however long it waits. That
+    a barrier costs four or five store requests per rank however long it waits (and
+    four more on the group's first rank, which deletes the previous barrier's keys). That
     connection is opened in the background during a process's first barrier on the
     store, which polls the count, at most every 10 ms, as barriers on any other store
     do. Nothing runs on the backend,
@@ -352,7 +354,9 @@ def _bounded(meet: Callable[[_Alarm], None], limit: timedelta) -> None:
     seconds = limit.total_seconds()
     worker.join(seconds)
     if worker.is_alive():
-        alarm.ring()
+        # From a thread of its own, never waited for: the ring is a store request on the
+        # group's connection, which another thread of the program may be holding.
+        threading.Thread(target=alarm.ring, name="helios-barrier-alarm", daemon=True).start()
     # The protocol waits up to its timeout, then up to min(timeout, 5 s) twice.
     bound = seconds + 2 * min(seconds, _MAX_READ_WAIT) + _STORE_GRACE
     worker.join(max(0.0, start + bound - time.monotonic()))
@@ -405,7 +409,7 @@ def _meet(
         prefix = _session_prefix(store, group, len(ranks))
         base = f"{prefix}/{number}"
         root = _wake.tcp_root(store)
-        pool = None if root is None else _pool(group, root)
+        pool = None if root is None else _pool(root)
         waiter = None if pool is None else pool.borrow(_backstop(limit))
         # A rank that will poll publishes no token: nobody sets a wake key for it.
         token = "" if waiter is None else f"{_group_token(group)}.{number}"

@@ -4,9 +4,9 @@ A waiting rank blocks in one ``get`` of a wake key of its own, on a connection t
 store that only waits (so a wait that ends badly never leaves the group's own
 connection in a half-read state). The rank that completes the barrier, or the first
 that gives up on it, sets the wake keys of the ranks that wait. A rank's own timeout
-sets its own key, from the thread that called the barrier: so every wait ends by a
-key being set, never by the store's timeout, and its store requests do not grow with
-the time waited.
+sets its own key, from a thread the calling thread starts: so a wait ends by a key
+being set (by the store's own timeout only where the store is gone), and its store
+requests do not grow with the time waited.
 
 The waiting connection is opened in the background, on a rank's first barrier, which
 polls meanwhile. The wake keys live in the store's root namespace (a ``PrefixStore``'s
@@ -23,7 +23,6 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-import torch.distributed as dist
 from torch._C._distributed_c10d import TCPStore
 
 __all__ = [
@@ -58,7 +57,7 @@ def tcp_root(store: Any) -> TCPStore | None:
 
 
 def new_token() -> str:
-    """A fresh random name for one rank's wake key in one barrier."""
+    """A fresh random name for this process's wake keys (each adds a barrier's number)."""
     return secrets.token_hex(12)
 
 
@@ -107,13 +106,14 @@ class Waiter:
 
 
 class Pool:
-    """The waiting connections of one group in this process, to its store's server.
+    """This process's waiting connections to the default group's store server.
 
-    Kept with the group (``helios_collectives._barrier``), so they close when the group
-    is destroyed. The first :meth:`borrow` starts opening one in a daemon thread and
-    returns None, and the barrier polls meanwhile: a barrier never waits for a new
-    connection, since when many ranks open TCPStore connections at once torch's client
-    can take seconds to get one. A forked child never uses its parent's connections.
+    Kept with the default group (``helios_collectives._barrier``), whose store every
+    barrier meets in, so subgroups share them and they close when it is destroyed. The
+    first :meth:`borrow` starts opening one in a daemon thread and returns None, and the
+    barrier polls meanwhile: a barrier never waits for a new connection, since when many
+    ranks open TCPStore connections at once torch's client can take seconds to get one.
+    A forked child never uses its parent's connections.
     """
 
     def __init__(self, root: TCPStore) -> None:
@@ -142,7 +142,7 @@ class Pool:
     def _open(self) -> None:
         waiter: Waiter | None = None
         # Where no connection can be had the barrier polls, and the next one tries again.
-        with contextlib.suppress(dist.DistError, RuntimeError):
+        with contextlib.suppress(Exception):
             waiter = Waiter(open_waiter(self._host, self._port, _OPEN_TIMEOUT))
         with self._lock:
             self._opening = False
@@ -188,6 +188,6 @@ class Alarm:
                 return
             # Where the store is gone, the wait ends on its own timeout, and the barrier
             # reports the store.
-            with contextlib.suppress(dist.DistError):
+            with contextlib.suppress(Exception):
                 self._root.set(self._key, TIMED_OUT)
             self._key = None

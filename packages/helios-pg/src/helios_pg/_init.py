@@ -225,11 +225,12 @@ def _after_init(
     if layout is not None:
         record_layout(layout)
     if report_failures:
-        # A failing rank waits at most 2 s for its channel, so it never delays the exit.
+        # Opened in the background: a request of a failing rank waits at most 2 s for it.
         channel = side_channel(meeting, env_store, 2.0) if meeting and env_store else None
         install_reporter(dist.get_rank(), *(channel or (None, "")))
     if hang is not None:
-        watch = side_channel(meeting, env_store, 60.0) if meeting and env_store else None
+        # Opened now: the watchdog's first tick must find it (else the group's store).
+        watch = side_channel(meeting, env_store) if meeting and env_store else None
         store, key = watch or (dist.distributed_c10d._get_default_store(), "helios_pg/failed")
         start_watchdog(
             rank=dist.get_rank(),

@@ -237,30 +237,34 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
 
 
 _SIDE_TIMEOUT = timedelta(seconds=2)
+_OPEN_TIMEOUT = timedelta(seconds=30)
 
 
-def side_channel(meeting: Meeting, env_store: EnvStore, wait: float) -> tuple[Any, str]:
+def side_channel(
+    meeting: Meeting, env_store: EnvStore, wait: float | None = None
+) -> tuple[Any, str] | None:
     """A connection of its own to the job's store, with a short timeout, and a key.
 
     For the failure reporter and the watchdog: what they publish or read at a failure
     must never wait for the group's timeout, nor share a connection with the group.
-    The key is unique to this init of the job. The connection opens in a daemon thread,
-    so init never waits for it: when every rank of a large job opens one at the same
-    moment, torch's client can take seconds to get its connection.
+    The key is unique to this init of the job. With ``wait``, the connection opens in a
+    daemon thread, so init never waits for it: when every rank of a large job opens one
+    at the same moment, torch's client can take seconds to get its connection.
 
     Args:
         meeting: Where the store is.
         env_store: The store the group formed on (for the key's session).
-        wait: Seconds a request waits for the connection to be open before it fails.
+        wait: Seconds a request waits for a connection opening in the background
+            before it fails; None connects now, with the short timeout.
 
     Returns:
-        The store client (its requests fail while it cannot be had) and the key of the
-        job's first failure.
+        The store client and the key of the job's first failure; None when ``wait`` is
+        None and the store cannot be reached now.
     """
 
-    def connect() -> Any:
+    def connect(within: timedelta = _OPEN_TIMEOUT) -> Any:
         store: Any = TCPStore(
-            meeting.addr, meeting.port, None, False, timeout=_OPEN_TIMEOUT, wait_for_workers=False
+            meeting.addr, meeting.port, None, False, timeout=within, wait_for_workers=False
         )
         store.set_timeout(_SIDE_TIMEOUT)
         if _uses_agent_store(meeting):
@@ -269,10 +273,12 @@ def side_channel(meeting: Meeting, env_store: EnvStore, wait: float) -> tuple[An
         return store
 
     key = env_store.joined_key.replace("/joined/", "/failed/", 1)
-    return LateStore(connect, wait), key
-
-
-_OPEN_TIMEOUT = timedelta(seconds=30)
+    if wait is not None:
+        return LateStore(connect, wait), key
+    try:
+        return connect(_SIDE_TIMEOUT), key
+    except (RuntimeError, ValueError):
+        return None
 
 
 class LateStore:
@@ -296,6 +302,8 @@ class LateStore:
             self._opened.set()
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         if not self._opened.wait(self._wait) or self._store is None:
             message = f"the side channel to the job's store is not open (asked for {name})"
             raise RuntimeError(message)
