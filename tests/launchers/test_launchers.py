@@ -48,7 +48,7 @@ def test_sbatch_wait_runs_the_script_and_its_step(slurm_cluster: Cluster, tmp_pa
         ["sbatch", "--wait", "-n", "2", "-o", str(output), str(script)]
     )
     assert code == 0, err
-    lines = [json.loads(line.split(" ", 1)[1]) for line in output.read_text().splitlines()]
+    lines = parse_results(output.read_text())
     assert sorted(item["tag"] for item in lines) == ["", "", "batch"]
     batch = next(item["environ"] for item in lines if item["tag"] == "batch")
     assert "SLURM_STEP_NUM_TASKS" not in batch
