@@ -53,7 +53,6 @@ from tests.support.procs import (
     free_port,
     launcher_variables,
     run_processes,
-    wait_until_listening,
 )
 from tests.support.worker import report
 
@@ -85,9 +84,6 @@ DEATH_DELAY = 0.4
 """Seconds after the first barrier at which the dying rank dies (``waiting``, ``inside``)."""
 LATE_ENTRY = 1.0
 """Seconds after the first barrier at which the last survivor enters (``inside``)."""
-JOIN_LIMIT = 120.0
-"""Seconds a rank waits for rank 0's store to listen before it joins (many ranks start at
-once on a loaded machine; the join itself then has only the group timeout)."""
 SKIP_SLACK = 3.0
 """Seconds beyond the group timeout that a rank skipping a collective stays alive."""
 
@@ -267,8 +263,6 @@ def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> N
 
     world = settings.world
     os.environ.update(launcher_variables(rank, world, port))
-    if rank != 0:
-        wait_until_listening(port, JOIN_LIMIT)
     helios_pg.init(timeout=timedelta(seconds=settings.timeout))
     kind = scenario["kind"]
     if kind == "mismatch":

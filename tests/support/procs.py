@@ -127,23 +127,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_until_listening(port: int, limit: float, host: str = "127.0.0.1") -> None:
-    """Return once something accepts TCP connections on ``host:port``; raise after ``limit`` s.
-
-    A hand-started rank calls this before it joins rank 0's store, so the join's short
-    timeout measures the store's answer, not how long a loaded machine took to start rank 0.
-    """
-    deadline = time.monotonic() + limit
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=1.0):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {limit:g} s") from None
-            time.sleep(0.05)
-
-
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without any launcher variable, plus ``extra``."""
     env = plain_environment(os.environ)
