@@ -358,7 +358,7 @@ def _bounded(meet: Callable[[_Alarm], None], limit: timedelta) -> None:
         # group's connection, which another thread of the program may be holding.
         threading.Thread(target=alarm.ring, name="helios-barrier-alarm", daemon=True).start()
     # The protocol waits up to its timeout, then up to min(timeout, 5 s) twice.
-    bound = seconds + 2 * min(seconds, _MAX_READ_WAIT) + _STORE_GRACE
+    bound = _backstop(limit).total_seconds()
     worker.join(max(0.0, start + bound - time.monotonic()))
     if not outcome:
         message = (
