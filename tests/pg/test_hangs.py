@@ -7,21 +7,31 @@ One job per way of hanging, started at once, each with ``HELIOS_HANG_TIMEOUT=5``
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 
-from helios_pg import RendezvousConfigError, init, shutdown
+from helios_pg import RendezvousConfigError, _watchdog, init, shutdown
+from helios_pg._issued import IssuedWork, hooks_supported
 from helios_pg._watchdog import COLLECTIVES, Watchdog, hang_timeout_from
 from tests.pg.torchrun_jobs import root_cause, run_jobs
 from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "hanging.py"
-MODES = ("skip", "loop", "gil")
+HOOKS = hooks_supported()
+NO_HOOKS = (
+    "this torch's process groups take no hooks: DDP's collectives, issued from C++, are not seen"
+)
+# ddp: the others wait in a collective that torch issues from C++, seen only through hooks.
+MODES = ("skip", "loop", "gil", "ddp") if HOOKS else ("skip", "loop", "gil")
 SOURCE = WORKER.read_text().splitlines()
 
 
@@ -49,21 +59,36 @@ def roll_call(done: Finished) -> str:
     return lines[0]
 
 
+WAITING = f"ranks [0, 2] in all_reduce #2 at hanging.py:{line_of('the others wait here')}"
+ASLEEP = f"rank 1 in no collective, at hanging.py:{line_of('time.sleep(HANG)')}"
+
+
 @pytest.mark.parametrize(
-    ("mode", "where"),
+    ("mode", "waiting", "where"),
     [
-        ("skip", f"rank 1 in no collective, at hanging.py:{line_of('time.sleep(HANG)')}"),
-        ("loop", "rank 1 in no collective, at hanging.py:"),
-        ("gil", f"rank 1 did not answer (faulthandler: hanging.py:{line_of('PyDLL')} in hang)"),
+        ("skip", WAITING, ASLEEP),
+        ("loop", WAITING, "rank 1 in no collective, at hanging.py:"),
+        (
+            "gil",
+            WAITING,
+            f"rank 1 did not answer (faulthandler: hanging.py:{line_of('PyDLL')} in hang)",
+        ),
+        pytest.param(
+            "ddp",
+            # The sequence number is the group's own, after DDP's collectives at construction.
+            f"in all_reduce #\\d+ at hanging.py:{line_of('loss.backward()')}",
+            ASLEEP,
+            marks=pytest.mark.skipif(not HOOKS, reason=NO_HOOKS),
+        ),
     ],
 )
 def test_the_roll_call_names_the_hung_rank_and_where_it_is(
-    jobs: dict[str, tuple[Finished, Path]], mode: str, where: str
+    jobs: dict[str, tuple[Finished, Path]], mode: str, waiting: str, where: str
 ) -> None:
     done, _ = jobs[mode]
     line = roll_call(done)
-    waiting = f"ranks [0, 2] in all_reduce #2 at hanging.py:{line_of('the others wait here')}"
-    assert waiting in line, line
+    others = re.search(rf"ranks \[0, 2\] {waiting}" if mode == "ddp" else re.escape(waiting), line)
+    assert others, line
     assert where in line, line
 
 
@@ -139,3 +164,81 @@ def test_a_tie_goes_to_the_collective_the_calling_rank_waits_in(tmp_path: Path) 
     assert culprits == [0]
     assert began == 100.0
     assert line == "rank 0 in no collective, at train.py:9; rank 1 in all_reduce #3 at train.py:12"
+
+
+def noted(issued: IssuedWork) -> int:
+    """How many collectives ``issued`` has noted so far (it counts them from 0)."""
+    count = next(issued.counter)
+    issued.counter = itertools.count(count)
+    return count
+
+
+def wait_until_completed(issued: IssuedWork) -> None:
+    # The work's future runs its callbacks on torch's thread, just after the wait ends.
+    deadline = time.monotonic() + 10
+    while issued.oldest() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert issued.oldest() is None
+
+
+@pytest.mark.skipif(not HOOKS, reason=NO_HOOKS)
+def test_the_watchdog_hooks_the_default_group_and_new_groups_while_it_runs() -> None:
+    init(hang_timeout=30)
+    try:
+        issued = _watchdog._watchdog.issued if _watchdog._watchdog else None
+        assert issued is not None
+        sub = dist.new_group([0])
+        assert isinstance(sub, dist.ProcessGroup)
+        hooked = [ref() for ref in issued.groups]
+        assert dist.group.WORLD in hooked
+        assert sub in hooked
+        before = noted(issued)
+        dist.all_reduce(torch.ones(1))  # wrapped: the wrapper notes it, the hooks do not
+        assert noted(issued) == before
+        dist.distributed_c10d.all_reduce(torch.ones(1), group=sub)  # no wrapper sees it
+        assert noted(issued) == before + 1
+        wait_until_completed(issued)
+        _watchdog.stop()
+        dist.distributed_c10d.all_reduce(torch.ones(1), group=sub)
+        assert noted(issued) == before + 1  # the hooks went with the watchdog
+        assert not issued.groups
+    finally:
+        shutdown()
+
+
+@pytest.mark.skipif(not HOOKS, reason=NO_HOOKS)
+@pytest.mark.ranks(2, timeout=60, group_timeout=20)
+def test_an_async_collective_is_noted_from_issue_to_completion() -> None:
+    issued = IssuedWork(covered=lambda: True)  # as inside a wrapper: async ops still count
+    assert issued.install(dist.group.WORLD, default=True)
+    store = dist.distributed_c10d._get_default_store()
+    try:
+        if dist.get_rank() == 0:
+            store.wait(["issued"])  # rank 1's all-reduce cannot complete before this one
+            dist.all_reduce(torch.ones(1))
+            return
+        work = dist.all_reduce(torch.ones(1), async_op=True)
+        line = sys._getframe().f_lineno - 1
+        place = issued.oldest()
+        store.set("issued", "1")
+        assert place is not None
+        assert (place.op, place.group, place.site) == ("all_reduce", "", f"test_hangs.py:{line}")
+        work.wait()
+        wait_until_completed(issued)
+    finally:
+        issued.remove()
+
+
+@pytest.mark.skipif(not HOOKS, reason=NO_HOOKS)
+@pytest.mark.ranks(2, timeout=60, group_timeout=20)
+def test_the_collectives_torch_issues_from_cpp_are_noted() -> None:
+    issued = IssuedWork(covered=lambda: True)  # everything from Python counts as covered
+    assert issued.install(dist.group.WORLD, default=True)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+        before = noted(issued)
+        model(torch.ones(2, 4)).sum().backward()  # the gradients' all-reduce, from C++
+        assert noted(issued) > before
+        wait_until_completed(issued)
+    finally:
+        issued.remove()

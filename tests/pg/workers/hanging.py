@@ -2,7 +2,9 @@
 
 ``HELIOS_TEST_HANG`` says how: ``skip`` (rank 1 skips the all-reduce and sleeps in
 Python), ``loop`` (rank 1 spins in a Python loop), ``gil`` (rank 1 sleeps in C holding
-the GIL). Run with ``HELIOS_HANG_TIMEOUT`` set, and a group timeout longer than it.
+the GIL), ``ddp`` (every rank builds a DistributedDataParallel model; rank 1 sleeps
+instead of its backward pass, so the others wait in the gradients' all-reduce, which
+torch issues from C++). Run with ``HELIOS_HANG_TIMEOUT`` set, and a group timeout longer than it.
 """
 
 from __future__ import annotations
@@ -32,9 +34,20 @@ def hang(mode: str) -> None:
         ctypes.PyDLL(None).sleep(int(HANG))  # in C, with the GIL held
 
 
+def ddp_step(rank: int) -> None:
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    loss = model(torch.ones(2, 4)).sum()
+    if rank == HANGING_RANK:
+        hang("skip")
+    loss.backward()  # ranks 0 and 2 wait in DDP's gradient all-reduce
+
+
 def main() -> None:
     mode = os.environ["HELIOS_TEST_HANG"]
     with process_group(timeout=group_timeout()) as info:
+        if mode == "ddp":
+            ddp_step(info.rank)
+            return
         dist.all_reduce(torch.ones(1))
         if info.rank == HANGING_RANK:
             hang(mode)

@@ -5,7 +5,9 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
 
 - the collectives of ``torch.distributed`` (``all_reduce``, ``broadcast``, ``barrier``,
   ...) are called through thin wrappers that note the collective each rank is in: a
-  sequence number, the operation, the group and the call site;
+  sequence number, the operation, the group and the call site; where the torch has
+  process-group hooks, so are the collectives no wrapper sees, from issue to completion
+  (DDP's gradient buckets, ``async_op=True``: see ``helios_pg._issued``);
 - one daemon thread per rank, with a store connection of its own, looks every tick at
   its rank's current collective and at the job's roll-call key. It never issues a
   collective, and the process never waits for it at exit;
@@ -42,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from threading import get_ident
 from time import monotonic
-from types import CodeType
 from typing import Any
 
 from helios_pg._failure import ERROR_FILE_VARIABLE, _write_error_file
+from helios_pg._issued import IssuedWork, Place, hooks_supported
 from helios_pg._stackdump import StackDump
 
 __all__ = [
@@ -86,6 +88,8 @@ COLLECTIVES = (
     "send",
 )
 """The ``torch.distributed`` functions whose calls the watchdog notes."""
+GROUP_MAKERS = ("new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group")
+"""The ``torch.distributed`` functions whose groups get the watchdog's hooks."""
 _ANSWER_WAIT = 5.0
 _STOP_WAIT = 3.0
 _FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
@@ -123,52 +127,13 @@ def hang_timeout_from(
     return value
 
 
-@dataclass(slots=True)
-class _Current:
-    """The collective the main thread is in: written by the wrappers, read by the watchdog.
-
-    The wrappers store what costs nothing to take (the caller's code object and line,
-    the group object, one clock reading); the watchdog formats it when it reports.
-    """
-
-    seq: int = 0
-    op: str | None = None
-    group_arg: Any = None
-    code: CodeType | None = None
-    line: int = 0
-    since: float = 0.0
-
-    @property
-    def site(self) -> str:
-        """The caller's ``file:line``."""
-        if self.code is None:
-            return ""
-        return f"{Path(self.code.co_filename).name}:{self.line}"
-
-    @property
-    def group(self) -> str:
-        """The group the collective runs on, where not the default group."""
-        return _group_name(self.group_arg)
-
-    @property
-    def wall(self) -> float:
-        """When the collective began, as ``time.time()``."""
-        return time.time() - (time.monotonic() - self.since)
-
-
-def _describe(current: _Current, top: str | None = None) -> str:
-    if current.op is None:
+def _describe(place: Place | None, top: str | None = None) -> str:
+    if place is None or place.op is None:
         return f"in no collective, at {top}" if top else "in no collective"
-    group = current.group
+    group = place.group
     group = f" on {group}" if group else ""
-    return f"in {current.op} #{current.seq}{group} at {current.site}"
-
-
-def _group_name(group: Any) -> str:
-    if group is None:
-        return ""
-    name = getattr(group, "group_name", None)
-    return f"group {name}" if name else "a subgroup"
+    site = f"at {place.site}" if place.site else "issued from C++"
+    return f"in {place.op} #{place.seq}{group} {site}"
 
 
 @dataclass
@@ -182,7 +147,7 @@ class Watchdog:
     timeout: float
     directory: Path
     host: str = field(default_factory=socket.gethostname)
-    current: _Current = field(default_factory=_Current)
+    current: Place = field(default_factory=Place)
     main: int = field(default_factory=threading.get_ident)
     stopping: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -190,6 +155,7 @@ class Watchdog:
     dump: StackDump | None = None
     answered: bool = False
     failure_key: str = ""
+    issued: IssuedWork | None = None
 
     @property
     def path(self) -> Path:
@@ -229,11 +195,38 @@ class Watchdog:
             self.originals[name] = original
             setattr(dist, name, wrapper)
 
+        if self.issued is not None:
+            self._hook_new_groups(dist, self.issued)
+
+    def _hook_new_groups(self, dist: Any, issued: IssuedWork) -> None:
+        """Hook the groups that ``torch.distributed``'s group makers return."""
+        for name in GROUP_MAKERS:
+            original = getattr(dist, name, None)
+            if original is None or name in self.originals:
+                continue
+
+            def maker(*args: Any, _call: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                result = _call(*args, **kwargs)
+                issued.install_all(result)
+                return result
+
+            functools.update_wrapper(maker, original)
+            self.originals[name] = original
+            setattr(dist, name, maker)
+
     def unwrap(self, dist: Any) -> None:
-        """Put the original functions back."""
+        """Put the original functions back and take the hooks off the groups."""
         for name, original in self.originals.items():
             setattr(dist, name, original)
         self.originals.clear()
+        if self.issued is not None:
+            self.issued.remove()
+
+    def place(self) -> Place | None:
+        """Where this rank is: the wrapped call it is in, else its oldest issued work."""
+        if self.current.op is not None:
+            return self.current
+        return self.issued.oldest() if self.issued is not None else None
 
     def stack(self) -> tuple[str, str | None]:
         """The main thread's stack, formatted, and its innermost ``file:line``."""
@@ -246,14 +239,15 @@ class Watchdog:
     def answer(self) -> dict[str, Any]:
         """This rank's answer to a roll call, also written to its own file."""
         stack, top = self.stack()
-        where = _describe(self.current, top)
+        place = self.place()
+        where = _describe(place, top)
         answer = {
             "rank": self.rank,
             "host": self.host,
             "pid": os.getpid(),
             "where": where,
-            "seq": self.current.seq if self.current.op is not None else None,
-            "since": self.current.wall if self.current.op is not None else None,
+            "seq": place.seq if place is not None else None,
+            "since": place.wall if place is not None else None,
             "stack": stack,
         }
         with contextlib.suppress(OSError):
@@ -345,15 +339,15 @@ class Watchdog:
         if self.rank not in verdict["culprits"] or not path:
             return
         stack, top = self.stack()
-        message = f"hang: rank {self.rank} on {self.host} {_describe(self.current, top)}"
+        message = f"hang: rank {self.rank} on {self.host} {_describe(self.place(), top)}"
         _write_error_file(path, f"{message}; {verdict['line']}", stack, int(verdict["began"]))
 
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
         if self.dump is not None:
             self.dump.arm(self.timeout + 1)
-        current = self.current
-        if current.op is not None and time.monotonic() - current.since > self.timeout:
+        place = self.place()
+        if place is not None and time.monotonic() - place.since > self.timeout:
             self.store.compare_set(f"{self.key}/hung", "", str(self.rank))
             if not self.answered:
                 self.store.set(f"{self.key}/answer/{self.rank}", json.dumps(self.answer()))
@@ -436,6 +430,11 @@ def start(
     base = Path(configured) if configured else Path(tempfile.gettempdir()) / f"helios-hang-{tag}"
     base.mkdir(parents=True, exist_ok=True)
     watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
+    if hooks_supported():
+        main, current = watchdog.main, watchdog.current
+        issued = IssuedWork(lambda: current.op is not None and get_ident() == main)
+        if issued.install(dist.group.WORLD, default=True):
+            watchdog.issued = issued
     with contextlib.suppress(OSError):
         watchdog.dump = StackDump(
             base / f"rank-{rank}.faulthandler.txt",

@@ -1,0 +1,204 @@
+"""Collectives that no wrapper sees, noted through torch's process-group hooks.
+
+The watchdog's wrappers of ``torch.distributed`` note the collective the main thread
+is in while the call lasts. Two kinds of collective escape them: those torch issues
+from C++ (DistributedDataParallel's gradient buckets, its broadcasts at construction)
+and those issued with ``async_op=True``, whose wait comes later, outside the call.
+Where the torch has them (``ProcessGroup.register_post_hook``; torch 2.4 has none), a
+post-hook, called in the issuing thread just after a collective is issued, with the
+issuer's Python stack still in place, notes each such collective and drops it when its
+work completes, through the work's future. A collective a wrapper covers costs the
+hook's call and one check.
+
+The hooks sit on the default group and on the groups made through
+``torch.distributed.new_group`` and its relatives while the watchdog runs; groups that
+torch makes internally (a ``DeviceMesh``'s) are not seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+__all__ = ["HOOK_ID", "MAX_NOTED", "IssuedWork", "Place", "group_name", "hooks_supported"]
+
+HOOK_ID = 0x4E11
+"""The id helios's hooks are registered under on each group."""
+MAX_NOTED = 4096
+"""Collectives noted at most at once; past it, the oldest are forgotten."""
+# torch's names of the operations, as torch.distributed's functions spell them.
+_NAMES = {
+    "ALLREDUCE": "all_reduce",
+    "ALLREDUCE_COALESCED": "all_reduce_coalesced",
+    "ALLGATHER": "all_gather",
+    "ALLGATHER_BASE": "all_gather_into_tensor",
+    "ALLGATHER_COALESCED": "all_gather_coalesced",
+    "ALLGATHER_INTO_TENSOR_COALESCED": "all_gather_into_tensor_coalesced",
+    "ALLTOALL": "all_to_all",
+    "ALLTOALL_BASE": "all_to_all_single",
+    "REDUCE_SCATTER": "reduce_scatter",
+    "REDUCE_SCATTER_BASE": "reduce_scatter_tensor",
+    "REDUCE_SCATTER_TENSOR_COALESCED": "reduce_scatter_tensor_coalesced",
+}
+
+
+def hooks_supported() -> bool:
+    """Whether this torch's process groups take post-hooks (called once a collective is issued)."""
+    import torch.distributed as dist
+
+    group = getattr(dist, "ProcessGroup", None)
+    return hasattr(group, "register_post_hook") and hasattr(group, "unregister_post_hook")
+
+
+def group_name(group: Any) -> str:
+    """How a report names a group: nothing for the default group (None)."""
+    if group is None:
+        return ""
+    try:
+        name = getattr(group, "group_name", None)
+    except ReferenceError:  # a hook's reference to a group since destroyed
+        name = None
+    return f"group {name}" if name else "a subgroup"
+
+
+@dataclass(slots=True)
+class Place:
+    """A collective a rank is in: what costs nothing to take, formatted when reported.
+
+    The caller's code object and line, the group object (None for the default group)
+    and one clock reading; ``op`` is None when the rank is in no collective.
+    """
+
+    seq: int = 0
+    op: str | None = None
+    group_arg: Any = None
+    code: CodeType | None = None
+    line: int = 0
+    since: float = 0.0
+
+    @property
+    def site(self) -> str:
+        """The caller's ``file:line``; empty for a collective issued from C++ alone."""
+        if self.code is None:
+            return ""
+        return f"{Path(self.code.co_filename).name}:{self.line}"
+
+    @property
+    def group(self) -> str:
+        """The group the collective runs on, where not the default group."""
+        return group_name(self.group_arg)
+
+    @property
+    def wall(self) -> float:
+        """When the collective began, as ``time.time()``."""
+        return time.time() - (time.monotonic() - self.since)
+
+
+def _op_name(name: Any) -> str:
+    raw = str(getattr(name, "name", name))
+    return _NAMES.get(raw, raw.lower())
+
+
+@functools.cache
+def _skipped() -> tuple[str, str]:
+    """The directories whose frames are not a call site: torch's and helios_pg's."""
+    import torch
+
+    return str(Path(torch.__file__).parent), str(Path(__file__).parent)
+
+
+def _caller() -> FrameType | None:
+    """The innermost frame of this thread outside torch and helios_pg."""
+    try:
+        frame: FrameType | None = sys._getframe(2)
+    except ValueError:  # issued from C++ on a thread with no Python frame
+        return None
+    skipped = _skipped()
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame = frame.f_back
+    return frame
+
+
+@dataclass
+class IssuedWork:
+    """The collectives issued outside the wrappers, per rank, while the watchdog runs.
+
+    Args:
+        covered: True while the calling thread is inside a wrapper that notes the
+            collective itself (the main thread in a synchronous call).
+    """
+
+    covered: Callable[[], bool]
+    noted: dict[int, Place] = field(default_factory=dict)
+    groups: list[weakref.ref[Any]] = field(default_factory=list)
+    counter: itertools.count[int] = field(default_factory=itertools.count)
+
+    def install(self, group: Any, *, default: bool) -> bool:
+        """Hook ``group``; a group already hooked is left as it is. False if it cannot be."""
+        if any(ref() is group for ref in self.groups):
+            return True
+        group_arg = None if default else weakref.proxy(group)
+        try:
+            group.register_post_hook(HOOK_ID, lambda args: self._post(args, group_arg))
+        except Exception:  # this group or this torch takes no hooks
+            return False
+        self.groups.append(weakref.ref(group))
+        return True
+
+    def install_all(self, result: object) -> None:
+        """Hook every process group in what a group-making function returned."""
+        import torch.distributed as dist
+
+        if isinstance(result, dist.ProcessGroup):
+            self.install(result, default=False)
+        elif isinstance(result, (tuple, list)):
+            for item in result:
+                self.install_all(item)
+
+    def remove(self) -> None:
+        """Take the hooks off every group still alive; forget what was noted."""
+        for ref in self.groups:
+            group = ref()
+            if group is not None:
+                with contextlib.suppress(Exception):
+                    group.unregister_post_hook(HOOK_ID)
+        self.groups.clear()
+        self.noted.clear()
+
+    def oldest(self) -> Place | None:
+        """The collective issued longest ago that has not completed, if any."""
+        return min(list(self.noted.values()), key=lambda place: place.since, default=None)
+
+    def _post(self, args: Any, group_arg: Any) -> None:
+        if not args.async_op and self.covered():
+            return
+        try:
+            future = args.work.get_future()
+        except Exception:  # a work without a future cannot be followed
+            return
+        frame = _caller()
+        place = Place(
+            seq=int(args.op_id),
+            op=_op_name(args.name),
+            group_arg=group_arg,
+            code=frame.f_code if frame is not None else None,
+            line=frame.f_lineno if frame is not None else 0,
+            since=time.monotonic(),
+        )
+        del frame
+        key = next(self.counter)
+        self.noted[key] = place
+        if len(self.noted) > MAX_NOTED:
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del self.noted[next(iter(self.noted))]
+        # Runs at once when the work is already complete, else on torch's thread.
+        future.add_done_callback(lambda _future: self.noted.pop(key, None))
