@@ -10,7 +10,8 @@ Two launches, each shared by the tests that read it:
   before or during a collective, skips one, or disagrees with the others on one.
 
 Every launch has a parent-side time limit and fresh free ports, the groups a 5 s
-timeout. Times are asserted only against the timeout plus a generous margin (this
+timeout (from their first barrier on: forming them has longer, see
+tests/support/groups.py). Times are asserted only against the timeout plus a generous margin (this
 machine is shared); each test that judges a fault scenario records what it measured
 (tests/support/fault_records.py), from which ``python -m tools.faults`` renders the
 table of docs/failures.md.

@@ -7,6 +7,10 @@ met through hand-set launcher variables. Forking is safe because that process ho
 thread and no process group when it forks. :func:`run_scenarios` starts it with a
 parent-side time limit. Importing this module does not import torch.
 
+The ranks form their group and pass a first barrier within :data:`SETUP_TIMEOUT` (many
+ranks start at once on a loaded machine); only then does the group (and its store) get
+the scenario's own short timeout, under which the fault runs.
+
 A scenario (a JSON object) has an ``id``, a ``kind`` and what the kind needs:
 
 - ``death``: rank ``dying`` dies (``mode`` ``exit``: ``os._exit(1)``; ``sigkill``: ``SIGKILL``
@@ -34,6 +38,7 @@ status, and whether it was killed (by pid) at the scenario's limit.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -86,6 +91,15 @@ LATE_ENTRY = 1.0
 """Seconds after the first barrier at which the last survivor enters (``inside``)."""
 SKIP_SLACK = 3.0
 """Seconds beyond the group timeout that a rank skipping a collective stays alive."""
+SETUP_TIMEOUT = 60.0
+"""Seconds: the group's and the store's timeout until every rank passed the first barrier.
+
+Each scenario's limit counts from then on (``--limit``); the forking process allows this
+much more for the setup."""
+STACKS_SIGNAL = signal.SIGUSR1
+"""Sent to a rank still running at its scenario's limit: it prints its Python stacks."""
+STACKS_GRACE = 1.0
+"""Seconds such a rank has to print them before it is killed."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +130,7 @@ def run_scenarios(
         timeout: Seconds: the process-group timeout of every group.
         barrier_timeout: Seconds: the timeout given to ``helios_collectives.barrier``.
         scenario_limit: Seconds after which the ranks of a scenario still running are
-            killed.
+            killed, beyond :data:`SETUP_TIMEOUT`.
         parallel: Scenarios at a time.
         limit: Seconds: the parent-side limit of the whole run.
         raise_on_timeout: As for :func:`tests.support.procs.run_processes`.
@@ -254,6 +268,18 @@ def _dying_rank(scenario: Scenario, rank: int, call: Callable[[], object]) -> No
     os._exit(3)
 
 
+def _shorten_timeouts(timeout: timedelta) -> None:
+    """Give the default group and its store ``timeout`` (after the setup's long one)."""
+    import torch.distributed as dist
+
+    c10d = dist.distributed_c10d
+    # torch.distributed.set_timeout is public in newer torch; its older name warns there.
+    setter = getattr(dist, "set_timeout", None) or c10d._set_pg_timeout
+    setter(timeout)
+    store = c10d._get_default_store()
+    getattr(store, "underlying_store", store).set_timeout(timeout)
+
+
 def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> None:
     import torch
     import torch.distributed as dist
@@ -263,13 +289,14 @@ def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> N
 
     world = settings.world
     os.environ.update(launcher_variables(rank, world, port))
-    helios_pg.init(timeout=timedelta(seconds=settings.timeout))
+    helios_pg.init(timeout=timedelta(seconds=SETUP_TIMEOUT))
     kind = scenario["kind"]
     if kind == "mismatch":
         call = mismatched_call(scenario["field"], rank, world, scenario["validate"])
     else:
         call = operation(scenario["op"], rank, scenario.get("validate"), settings)
     dist.barrier()
+    _shorten_timeouts(timedelta(seconds=settings.timeout))
     role = "survivor"
     if kind == "death":
         dying, when = scenario["dying"], scenario["when"]
@@ -319,6 +346,8 @@ def start_rank(scenario: Scenario, rank: int, port: int, settings: Settings) -> 
     if pid:
         return pid
     status = 0
+    # A rank still running at the scenario's limit prints its stacks before it is killed.
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
     try:
         rank_main(scenario, rank, port, settings)
     except BaseException as exc:
@@ -331,7 +360,11 @@ def start_rank(scenario: Scenario, rank: int, port: int, settings: Settings) -> 
 
 
 def wait_all(pids: Sequence[int], deadline: float) -> dict[int, int | None]:
-    """Reap every pid by the deadline; SIGKILL (by pid) and reap those still running."""
+    """Reap every pid by the deadline; SIGKILL (by pid) and reap those still running.
+
+    Each one still running first gets :data:`STACKS_SIGNAL`, and a moment to print where
+    its threads are.
+    """
     statuses: dict[int, int | None] = {}
     while len(statuses) < len(pids) and time.monotonic() < deadline:
         for pid in pids:
@@ -341,6 +374,11 @@ def wait_all(pids: Sequence[int], deadline: float) -> dict[int, int | None]:
             if done:
                 statuses[pid] = os.waitstatus_to_exitcode(status)
         time.sleep(0.02)
+    late = [pid for pid in pids if pid not in statuses]
+    for pid in late:
+        os.kill(pid, STACKS_SIGNAL)
+    if late:
+        time.sleep(STACKS_GRACE)
     for pid in pids:
         if pid not in statuses:
             statuses[pid] = None  # killed at the limit
@@ -375,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port = free_port()
             for rank in range(settings.world):
                 pids[start_rank(scenario, rank, port, settings)] = (scenario["id"], rank)
-        statuses = wait_all(list(pids), time.monotonic() + args.limit)
+        statuses = wait_all(list(pids), time.monotonic() + SETUP_TIMEOUT + args.limit)
         for pid, (scenario_id, rank) in pids.items():
             status = statuses[pid]
             report(
