@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tools.matrix import ROOT, Job, JobError, find_python, run, run_jobs
+from tools.matrix import LEG_SELECTION, ROOT, Job, JobError, find_python, run, run_jobs
 
 __all__ = ["PACKAGES", "Package", "built_wheels", "job"]
 
@@ -175,7 +175,7 @@ def check(pkg: Package, out: TextIO, *, skip_tests: bool) -> None:
     # Run from the venv's own interpreter: the workspace's .venv must not leak in.
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", pkg.tests],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", LEG_SELECTION, pkg.tests],
         out=out,
         env=env,
         limit=PYTEST_LIMIT,

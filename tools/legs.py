@@ -6,20 +6,24 @@ package index rather than ``uv.lock``, and runs pytest there:
 
 - ``floor``: Python 3.10 with the lowest versions the metadata allows of every direct
   dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...);
-- ``top``: Python 3.13 with the newest of everything (the newest torch);
+- ``top``: Python 3.13 with the newest of everything (the newest torch), the fault
+  scenarios of the tests outside the four packages' (``-m faults``);
 - ``no-torch-3.10``: helios-env and helios-log alone, without torch, and their tests,
   on Python 3.10 with the lowest versions, as ``floor``.
 - ``plugin-floor``: helios-pg's pytest plugin (``helios-pg[pytest]``) at the lowest
   pytest it declares, ``pytest==8.0.*``, with the newest of everything else, and its
   tests (``tests/pg/test_plugin.py``; add ``--pytest-args "-m ''"`` for the slow ones).
 
-Where one run stands for another, the other leaves it out. tests/env and tests/log never
-import torch (their stand-in for a live group is a fake ``torch.distributed``): on floor
-they run in no-torch-3.10 instead, on the same Python with the same versions. The wheel
-isolation check (tools/check_isolation.py) runs each package's tests from its wheel
-alone on Python 3.13 with the newest of everything, as top would: top leaves out those
-four directories, and helios-env's and helios-log's wheels are the runs without torch
-on 3.13.
+Every leg runs the default selection and the fault scenarios (``faults``: torchrun's
+summary, the hang roll call and torch's errors differ between the ends of the range),
+which ``uv run pytest`` leaves out. Where one run stands for another, the other leaves it
+out. tests/env and tests/log never import torch (their stand-in for a live group is a
+fake ``torch.distributed``): on floor they run in no-torch-3.10 instead, on the same
+Python with the same versions. The wheel isolation check (tools/check_isolation.py) runs
+each package's tests from its wheel alone on Python 3.13 with the newest of everything,
+as top would: top leaves out those four directories, and helios-env's and helios-log's
+wheels are the runs without torch on 3.13. The main run (``uv run pytest``) has the
+newest torch too, locked: top runs only what it leaves out, the fault scenarios.
 
 The matrix that CI runs is these legs and the wheel isolation check, one entry per
 package (``wheel-<package>``; ``isolation`` names them all), two at a time::
@@ -45,7 +49,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tools import check_isolation
-from tools.matrix import ROOT, Job, JobError, find_python, run, run_jobs
+from tools.matrix import LEG_SELECTION, ROOT, Job, JobError, find_python, run, run_jobs
 
 LEGS_DIR = ROOT / ".legs"
 TORCH_PACKAGES = ("helios-env", "helios-pg", "helios-collectives", "helios-log")
@@ -69,13 +73,15 @@ class Leg:
     # Test paths another run covers on the same Python with the same versions.
     ignore: tuple[str, ...] = ()
     pins: tuple[str, ...] = ()
+    # pytest's -m: the default selection and the fault scenarios, unless narrowed.
+    selection: str = LEG_SELECTION
 
 
 LEGS = {
     leg.name: leg
     for leg in (
         Leg("floor", "3.10", TORCH_PACKAGES, ("tests",), "lowest-direct", TORCH_FREE_TESTS),
-        Leg("top", PYTHON, TORCH_PACKAGES, ("tests",), "highest", WHEEL_TESTS),
+        Leg("top", PYTHON, TORCH_PACKAGES, ("tests",), "highest", WHEEL_TESTS, selection="faults"),
         Leg("no-torch-3.10", "3.10", TORCH_FREE, TORCH_FREE_TESTS, "lowest-direct"),
         Leg(
             "plugin-floor",
@@ -119,7 +125,8 @@ def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
     # Run from the venv's own interpreter: the workspace's .venv must not leak in.
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     ignored = [f"--ignore={path}" for path in leg.ignore]
-    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *leg.tests, *ignored]
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", leg.selection]
+    pytest += [*leg.tests, *ignored]
     run(
         [*pytest, *pytest_args],
         out=out,
@@ -141,7 +148,8 @@ def main() -> int:
         for leg in LEGS.values():
             left_out = f", without {', '.join(leg.ignore)}" if leg.ignore else ""
             packages = ", ".join(leg.packages)
-            print(f"{leg.name}: Python {leg.python}, {packages} ({leg.resolution}{left_out})")
+            how = f"{leg.resolution}{left_out}; -m {leg.selection!r}"
+            print(f"{leg.name}: Python {leg.python}, {packages} ({how})")
         for name, pkg in WHEELS.items():
             print(f"{name}: {pkg.name} alone from its wheel, Python {PYTHON} (highest)")
         return 0

@@ -27,9 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["ROOT", "Job", "JobError", "find_python", "run", "run_jobs"]
+__all__ = ["LEG_SELECTION", "ROOT", "Job", "JobError", "find_python", "run", "run_jobs"]
 
 ROOT = Path(__file__).resolve().parents[1]
+LEG_SELECTION = "not launchers and not slow and not multinode"
+"""pytest's ``-m`` for a leg: the default selection and the fault scenarios (``faults``).
+
+``uv run pytest`` leaves the fault scenarios out (pyproject.toml's ``addopts``); the legs
+at both ends of the range run them, as torchrun's summary and torch's errors differ there.
+"""
 
 _live: set[subprocess.Popen[str]] = set()
 # Reentrant: the signal handler takes it in the main thread, which may hold it already.

@@ -61,7 +61,7 @@ GROUPS_LIMIT = 480.0
 legs at once on two cores can take several times that)."""
 
 # The first test that reads a launch waits for all of it, past pytest-timeout's default.
-pytestmark = pytest.mark.timeout(GROUPS_LIMIT + 60)
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(GROUPS_LIMIT + 60)]
 
 if sys.platform != "linux":
     pytest.skip("the leak probes read /proc", allow_module_level=True)

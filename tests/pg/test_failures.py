@@ -68,6 +68,7 @@ def rank_one_exited_with(cause: str, status: int) -> bool:
     return shown in (str(status), f"-{int(signal.SIGTERM)}")
 
 
+@pytest.mark.faults
 def test_the_root_cause_is_the_failing_rank_with_its_traceback(
     jobs: dict[str, tuple[Finished, Path]],
 ) -> None:
@@ -81,6 +82,7 @@ def test_the_root_cause_is_the_failing_rank_with_its_traceback(
     assert "Traceback (most recent call last)" in files[1]["message"]["extraInfo"]["py_callstack"]
 
 
+@pytest.mark.faults
 def test_the_other_ranks_name_the_rank_that_failed_first(
     jobs: dict[str, tuple[Finished, Path]],
 ) -> None:
@@ -102,6 +104,7 @@ def test_the_other_ranks_name_the_rank_that_failed_first(
         assert int(message["extraInfo"]["timestamp"]) > culprit
 
 
+@pytest.mark.faults
 def test_a_file_written_by_record_stands(jobs: dict[str, tuple[Finished, Path]]) -> None:
     # @record writes every rank's file after shutdown() and overwrites any other: its
     # own files stand, dated by @record (so its root cause is whoever it dated first).
@@ -115,6 +118,7 @@ def test_a_file_written_by_record_stands(jobs: dict[str, tuple[Finished, Path]])
         assert not callstack.startswith("rank 1 on ")
 
 
+@pytest.mark.faults
 def test_a_thread_exception_is_reported_at_exit(jobs: dict[str, tuple[Finished, Path]]) -> None:
     done, logs = jobs["thread"]
     cause = root_cause(done.stderr + done.stdout)
@@ -125,6 +129,7 @@ def test_a_thread_exception_is_reported_at_exit(jobs: dict[str, tuple[Finished, 
     assert "raise RuntimeError(message)" in message["extraInfo"]["py_callstack"]
 
 
+@pytest.mark.faults
 def test_a_non_zero_system_exit_is_the_root_cause(jobs: dict[str, tuple[Finished, Path]]) -> None:
     done, logs = jobs["exit"]
     cause = root_cause(done.stderr + done.stdout)
@@ -134,6 +139,7 @@ def test_a_non_zero_system_exit_is_the_root_cause(jobs: dict[str, tuple[Finished
     assert "failed first: SystemExit: 3" in done.stderr + done.stdout
 
 
+@pytest.mark.faults
 def test_os_exit_leaves_torchrun_only_the_exit_status(
     jobs: dict[str, tuple[Finished, Path]],
 ) -> None:
@@ -144,6 +150,7 @@ def test_os_exit_leaves_torchrun_only_the_exit_status(
     assert "failed first" not in output  # nothing was published: no culprit is made up
 
 
+@pytest.mark.faults
 def test_every_error_file_is_whole_json(jobs: dict[str, tuple[Finished, Path]]) -> None:
     for _, logs in jobs.values():
         for path in logs.glob("**/error.json"):

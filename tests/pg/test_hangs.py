@@ -63,6 +63,7 @@ WAITING = f"ranks [0, 2] in all_reduce #2 at hanging.py:{line_of('the others wai
 ASLEEP = f"rank 1 in no collective, at hanging.py:{line_of('time.sleep(HANG)')}"
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize(
     ("mode", "waiting", "where"),
     [
@@ -92,6 +93,7 @@ def test_the_roll_call_names_the_hung_rank_and_where_it_is(
     assert where in line, line
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("mode", MODES)
 def test_torchrun_names_the_hung_rank_as_the_root_cause(
     jobs: dict[str, tuple[Finished, Path]], mode: str
@@ -104,6 +106,7 @@ def test_torchrun_names_the_hung_rank_as_the_root_cause(
     assert "rank      : 1 (local_rank: 1)" in cause or named, cause
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("mode", ["skip", "loop"])
 def test_each_rank_writes_its_own_report(jobs: dict[str, tuple[Finished, Path]], mode: str) -> None:
     _, logs = jobs[mode]

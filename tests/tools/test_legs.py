@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 import pytest
 
 from tools import check_isolation
 from tools.legs import GROUPS, LEGS, WHEELS, Leg
+from tools.matrix import LEG_SELECTION, ROOT
 
 
 def covers(tests: tuple[str, ...], path: str) -> bool:
@@ -60,3 +62,24 @@ def test_both_ends_of_the_python_range_run_without_torch() -> None:
 def test_all_names_every_leg_and_every_wheel() -> None:
     assert set(GROUPS["all"]) == set(LEGS) | set(WHEELS)
     assert set(GROUPS["isolation"]) == set(WHEELS)
+
+
+def selects(selection: str, *marks: str) -> bool:
+    """Whether pytest's ``-m selection`` takes a test marked ``marks``."""
+    names = ("launchers", "slow", "multinode", "faults", "gpu", "ranks")
+    return bool(eval(selection, {"__builtins__": {}}, {name: name in marks for name in names}))
+
+
+def test_the_fault_scenarios_run_at_both_ends_of_the_range_and_not_in_the_main_run() -> None:
+    assert selects(LEGS["floor"].selection, "faults")
+    assert selects(LEGS["floor"].selection)
+    assert selects(LEGS["top"].selection, "faults")
+    assert selects(LEG_SELECTION, "faults")
+    assert selects(LEG_SELECTION)
+    addopts = re.search(r'"-m", "([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    assert addopts, "pyproject.toml's addopts has no -m"
+    main_selection = addopts[1]
+    assert not selects(main_selection, "faults")
+    assert selects(main_selection)
+    for mark in ("launchers", "slow", "multinode"):
+        assert not selects(LEGS["floor"].selection, mark)
