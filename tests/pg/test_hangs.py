@@ -11,7 +11,9 @@ import itertools
 import json
 import re
 import sys
+import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from helios_pg import RendezvousConfigError, _watchdog, init, shutdown
-from helios_pg._issued import IssuedWork, hooks_supported
+from helios_pg._issued import IssuedWork, Place, hooks_supported
 from helios_pg._watchdog import COLLECTIVES, Watchdog, hang_timeout_from
 from tests.pg.torchrun_jobs import root_cause, run_jobs
 from tests.support.procs import Finished
@@ -167,6 +169,32 @@ def test_a_tie_goes_to_the_collective_the_calling_rank_waits_in(tmp_path: Path) 
     assert culprits == [0]
     assert began == 100.0
     assert line == "rank 0 in no collective, at train.py:9; rank 1 in all_reduce #3 at train.py:12"
+
+
+def test_a_wrapped_call_is_placed_at_its_caller_when_asked(tmp_path: Path) -> None:
+    watchdog = Watchdog(0, 1, None, "k", 5.0, tmp_path)
+    seen: list[Place | None] = []
+
+    def collective(tensor: object, group: object = None) -> str:
+        # The roll call asks from the watchdog's thread while the main thread waits here.
+        asker = threading.Thread(target=lambda: seen.append(watchdog.place()))
+        asker.start()
+        asker.join()
+        return "done"
+
+    fake = types.SimpleNamespace(all_reduce=collective)
+    watchdog.wrap(fake)
+    group = object()
+    assert fake.all_reduce(1, group=group) == "done"
+    line = sys._getframe().f_lineno - 1
+
+    (place,) = seen
+    assert place is not None
+    assert (place.op, place.seq, place.site) == ("all_reduce", 1, f"test_hangs.py:{line}")
+    assert place.group_arg is group
+    # Once the call is over, the rank is in no collective and nothing of it is kept.
+    assert watchdog.place() is None
+    assert watchdog.current.group_arg is None
 
 
 def noted(issued: IssuedWork) -> int:

@@ -5,7 +5,8 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
 
 - the collectives of ``torch.distributed`` (``all_reduce``, ``broadcast``, ``barrier``,
   ...) are called through thin wrappers that note the collective each rank is in: a
-  sequence number, the operation, the group and the call site; where the torch has
+  sequence number, the operation and the group (the call site is read off the main
+  thread's stack when a roll call asks); where the torch has
   process-group hooks, so are the collectives no wrapper sees, from issue to completion
   (DDP's gradient buckets, ``async_op=True``: see ``helios_pg._issued``);
 - one daemon thread per rank, with a store connection of its own, looks every tick at
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from threading import get_ident
 from time import monotonic
+from types import CodeType
 from typing import Any
 
 from helios_pg._failure import ERROR_FILE_VARIABLE, _write_error_file
@@ -156,6 +158,7 @@ class Watchdog:
     answered: bool = False
     failure_key: str = ""
     issued: IssuedWork | None = None
+    wrapper_code: CodeType | None = None
 
     @property
     def path(self) -> Path:
@@ -179,18 +182,19 @@ class Watchdog:
             ) -> Any:
                 if current.op is not None or get_ident() != _main:
                     return _call(*args, **kwargs)  # nested, or not the main thread
-                caller = sys._getframe(1)
+                # The call site is found when a roll call asks (see place()): taking the
+                # caller's frame here costs more than the rest of the bookkeeping.
                 current.seq += 1
                 current.group_arg = kwargs.get("group")
-                current.code, current.line = caller.f_code, caller.f_lineno
                 current.since = monotonic()
                 current.op = _name
                 try:
                     return _call(*args, **kwargs)
                 finally:
                     current.op = None
-                    current.group_arg = current.code = None  # nothing kept alive
+                    current.group_arg = None  # nothing kept alive
 
+            self.wrapper_code = wrapper.__code__
             functools.update_wrapper(wrapper, original)
             self.originals[name] = original
             setattr(dist, name, wrapper)
@@ -223,10 +227,24 @@ class Watchdog:
             self.issued.remove()
 
     def place(self) -> Place | None:
-        """Where this rank is: the wrapped call it is in, else its oldest issued work."""
-        if self.current.op is not None:
-            return self.current
-        return self.issued.oldest() if self.issued is not None else None
+        """Where this rank is: the wrapped call it is in, else its oldest issued work.
+
+        The wrapped call's site is read off the main thread's stack, where the wrapper's
+        frame sits while the collective lasts: the frame that called it.
+        """
+        current = self.current
+        op = current.op
+        if op is None:
+            return self.issued.oldest() if self.issued is not None else None
+        place = Place(current.seq, op, current.group_arg, since=current.since)
+        frame = sys._current_frames().get(self.main)
+        while frame is not None and frame.f_code is not self.wrapper_code:
+            frame = frame.f_back
+        caller = frame.f_back if frame is not None else None
+        if caller is not None:
+            place.code, place.line = caller.f_code, caller.f_lineno
+        del frame, caller
+        return place
 
     def stack(self) -> tuple[str, str | None]:
         """The main thread's stack, formatted, and its innermost ``file:line``."""
