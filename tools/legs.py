@@ -5,14 +5,13 @@ packages (editable) and the ``test`` dependency group into it, resolved from the
 package index rather than ``uv.lock``, and runs pytest there:
 
 - ``floor``: Python 3.10 with the lowest versions the metadata allows of every direct
-  dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...);
+  dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...),
+  helios-pg with its ``pytest`` extra: the ranks plugin's tests at the lowest pytest it
+  declares (the main run and the wheels have the newest);
 - ``top``: Python 3.13 with the newest of everything (the newest torch), the fault
   scenarios of the tests outside the four packages' (``-m faults``);
 - ``no-torch-3.10``: helios-env and helios-log alone, without torch, and their tests,
   on Python 3.10 with the lowest versions, as ``floor``.
-- ``plugin-floor``: helios-pg's pytest plugin (``helios-pg[pytest]``) at the lowest
-  pytest it declares, ``pytest==8.0.*``, with the newest of everything else, and its
-  tests (``tests/pg/test_plugin.py``; add ``--pytest-args "-m ''"`` for the slow ones).
 
 Every leg runs the default selection and the fault scenarios (``faults``: torchrun's
 summary, the hang roll call and torch's errors differ between the ends of the range),
@@ -53,6 +52,8 @@ from tools.matrix import LEG_SELECTION, ROOT, Job, JobError, find_python, run, r
 
 LEGS_DIR = ROOT / ".legs"
 TORCH_PACKAGES = ("helios-env", "helios-pg", "helios-collectives", "helios-log")
+# The floor installs the ranks plugin's extra, so its tests run at the lowest pytest.
+FLOOR_PACKAGES = ("helios-env", "helios-pg[pytest]", "helios-collectives", "helios-log")
 TORCH_FREE = ("helios-env", "helios-log")
 TORCH_FREE_TESTS = ("tests/env", "tests/log")
 # What the wheel isolation check runs, on this Python with the newest of everything.
@@ -72,7 +73,6 @@ class Leg:
     resolution: str
     # Test paths another run covers on the same Python with the same versions.
     ignore: tuple[str, ...] = ()
-    pins: tuple[str, ...] = ()
     # pytest's -m: the default selection and the fault scenarios, unless narrowed.
     selection: str = LEG_SELECTION
 
@@ -80,17 +80,9 @@ class Leg:
 LEGS = {
     leg.name: leg
     for leg in (
-        Leg("floor", "3.10", TORCH_PACKAGES, ("tests",), "lowest-direct", TORCH_FREE_TESTS),
+        Leg("floor", "3.10", FLOOR_PACKAGES, ("tests",), "lowest-direct", TORCH_FREE_TESTS),
         Leg("top", PYTHON, TORCH_PACKAGES, ("tests",), "highest", WHEEL_TESTS, selection="faults"),
         Leg("no-torch-3.10", "3.10", TORCH_FREE, TORCH_FREE_TESTS, "lowest-direct"),
-        Leg(
-            "plugin-floor",
-            "3.11",
-            ("helios-env", "helios-pg[pytest]"),
-            ("tests/pg/test_plugin.py",),
-            "highest",
-            pins=("pytest==8.0.*",),
-        ),
     )
 }
 WHEELS = {f"wheel-{pkg.name}": pkg for pkg in check_isolation.PACKAGES}
@@ -115,7 +107,6 @@ def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
             "--resolution",
             leg.resolution,
             *editables,
-            *leg.pins,
             "--group",
             "pyproject.toml:test",
         ],

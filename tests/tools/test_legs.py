@@ -83,3 +83,11 @@ def test_the_fault_scenarios_run_at_both_ends_of_the_range_and_not_in_the_main_r
     assert selects(main_selection)
     for mark in ("launchers", "slow", "multinode"):
         assert not selects(LEGS["floor"].selection, mark)
+
+
+def test_the_floor_runs_the_ranks_plugin_at_the_lowest_pytest_its_extra_allows() -> None:
+    floor = LEGS["floor"]
+    assert "helios-pg[pytest]" in floor.packages
+    assert floor.resolution == "lowest-direct"
+    assert covers(floor.tests, "tests/pg/test_plugin.py")
+    assert not covers(floor.ignore, "tests/pg/test_plugin.py")
