@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from helios_env._rendezvous import ephemeral_ports, port_range
 
 __all__ = [
     "LAUNCHER_VARIABLES",
@@ -120,11 +123,30 @@ def is_alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
+# The operating system's randomness: processes forked from one another pick apart.
+_RANDOM = random.SystemRandom()
+
+
 def free_port() -> int:
-    """Ask the kernel for a free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port free on 127.0.0.1, at random outside the kernel's ephemeral range.
+
+    The kernel's own pick (a bind to port 0) comes from its ephemeral range, from which
+    it also hands out the local ports of outgoing connections: between this check and
+    the listener's bind, any connection of any process (a gloo pair, a store client of
+    a test running beside) can take the port. Outside that range only another listener
+    can, and helios derives its own ports there for the same reason.
+    """
+    first, count = port_range(ephemeral_ports())
+    for _ in range(200):
+        port = first + _RANDOM.randrange(count)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    message = f"no free TCP port on 127.0.0.1 in {first}..{first + count - 1} after 200 tries"
+    raise RuntimeError(message)
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
