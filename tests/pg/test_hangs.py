@@ -175,14 +175,17 @@ def test_a_wrapped_call_is_placed_at_its_caller_when_asked(tmp_path: Path) -> No
     watchdog = Watchdog(0, 1, None, "k", 5.0, tmp_path)
     seen: list[Place | None] = []
 
-    def collective(tensor: object, group: object = None) -> str:
+    def barrier() -> None:
         # The roll call asks from the watchdog's thread while the main thread waits here.
         asker = threading.Thread(target=lambda: seen.append(watchdog.place()))
         asker.start()
         asker.join()
+
+    def collective(tensor: object, group: object = None) -> str:
+        fake.barrier()  # a wrapped call inside another: the outer one is where the rank is
         return "done"
 
-    fake = types.SimpleNamespace(all_reduce=collective)
+    fake = types.SimpleNamespace(all_reduce=collective, barrier=barrier)
     watchdog.wrap(fake)
     group = object()
     assert fake.all_reduce(1, group=group) == "done"

@@ -108,7 +108,6 @@ def measure_watchdog() -> list[Row]:
         ours, theirs, ratio = paired(
             lambda: wrapped(t), lambda: bare(t), number=200, repeat=201, before=(on, off)
         )
-        on()
     finally:
         helios_pg.shutdown()
     return [

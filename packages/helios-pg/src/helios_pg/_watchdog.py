@@ -230,7 +230,8 @@ class Watchdog:
         """Where this rank is: the wrapped call it is in, else its oldest issued work.
 
         The wrapped call's site is read off the main thread's stack, where the wrapper's
-        frame sits while the collective lasts: the frame that called it.
+        frame sits while the collective lasts: the frame that called the outermost
+        wrapper (a wrapped call made inside another passes straight through).
         """
         current = self.current
         op = current.op
@@ -238,12 +239,14 @@ class Watchdog:
             return self.issued.oldest() if self.issued is not None else None
         place = Place(current.seq, op, current.group_arg, since=current.since)
         frame = sys._current_frames().get(self.main)
-        while frame is not None and frame.f_code is not self.wrapper_code:
+        caller = None
+        while frame is not None:
+            if frame.f_code is self.wrapper_code:
+                caller = frame.f_back
             frame = frame.f_back
-        caller = frame.f_back if frame is not None else None
         if caller is not None:
             place.code, place.line = caller.f_code, caller.f_lineno
-        del frame, caller
+        del caller
         return place
 
     def stack(self) -> tuple[str, str | None]:
