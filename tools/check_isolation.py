@@ -4,7 +4,7 @@ For each package: build the wheel with ``uv build --no-sources``, create a fresh
 virtual environment on Python 3.13, install the third-party requirements its wheel and
 its helios siblings' wheels declare (torch for helios-pg and helios-collectives), the
 newest the package index has, install the wheel from the built wheels only
-(``--no-index``), then:
+(``--no-index``), every install compiled to bytecode (see tools/legs.py), then:
 
 - run ``uv pip check`` (uv does not enforce the exact sibling pins in the workspace);
 - for helios-env and helios-log, fail if any third-party package got installed and if
@@ -116,7 +116,7 @@ def check(pkg: Package, out: TextIO, *, skip_tests: bool) -> None:
         shutil.rmtree(venv)
     run(["uv", "venv", "--quiet", "--python", find_python(PYTHON), str(venv)], out=out)
     python = str(venv / "bin" / "python")
-    install = ["uv", "pip", "install", "--quiet", "--python", python]
+    install = ["uv", "pip", "install", "--quiet", "--compile-bytecode", "--python", python]
     requirements = third_party_requirements(pkg.name)
     if requirements:
         run([*install, *requirements], out=out)

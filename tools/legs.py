@@ -2,7 +2,9 @@
 
 Each leg makes a fresh virtual environment under ``.legs/``, installs workspace
 packages (editable) and the ``test`` dependency group into it, resolved from the
-package index rather than ``uv.lock``, and runs pytest there:
+package index rather than ``uv.lock`` and compiled to bytecode as they are installed
+(where ``PYTHONDONTWRITEBYTECODE`` is set, each of the processes the tests start would
+otherwise compile torch anew), and runs pytest there:
 
 - ``floor``: Python 3.10 with the lowest versions the metadata allows of every direct
   dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...),
@@ -102,6 +104,7 @@ def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
             "pip",
             "install",
             "--quiet",
+            "--compile-bytecode",
             "--python",
             python,
             "--resolution",
