@@ -4,7 +4,7 @@ For each package: build the wheel with ``uv build --no-sources``, create a fresh
 virtual environment on Python 3.13, install the third-party requirements its wheel and
 its helios siblings' wheels declare (torch for helios-pg and helios-collectives), the
 newest the package index has, install the wheel from the built wheels only
-(``--no-index``), every install compiled to bytecode (see tools/legs.py), then:
+(``--no-index``), then:
 
 - run ``uv pip check`` (uv does not enforce the exact sibling pins in the workspace);
 - for helios-env and helios-log, fail if any third-party package got installed and if
@@ -33,7 +33,6 @@ import contextlib
 import email.parser
 import functools
 import json
-import os
 import re
 import shutil
 import sys
@@ -43,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tools import matrix
 from tools.matrix import LEG_SELECTION, ROOT, Job, JobError, find_python, run, run_jobs
 
 __all__ = ["PACKAGES", "Package", "built_wheels", "job"]
@@ -116,7 +116,7 @@ def check(pkg: Package, out: TextIO, *, skip_tests: bool) -> None:
         shutil.rmtree(venv)
     run(["uv", "venv", "--quiet", "--python", find_python(PYTHON), str(venv)], out=out)
     python = str(venv / "bin" / "python")
-    install = ["uv", "pip", "install", "--quiet", "--compile-bytecode", "--python", python]
+    install = ["uv", "pip", "install", "--quiet", "--python", python]
     requirements = third_party_requirements(pkg.name)
     if requirements:
         run([*install, *requirements], out=out)
@@ -172,12 +172,10 @@ def check(pkg: Package, out: TextIO, *, skip_tests: bool) -> None:
         )
     run([*install, "--group", "pyproject.toml:test"], out=out)
     run(["uv", "pip", "list", "--python", python], out=out)
-    # Run from the venv's own interpreter: the workspace's .venv must not leak in.
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", LEG_SELECTION, pkg.tests],
         out=out,
-        env=env,
+        env=matrix.leg_environment(),
         limit=PYTEST_LIMIT,
     )
 

@@ -2,9 +2,8 @@
 
 Each leg makes a fresh virtual environment under ``.legs/``, installs workspace
 packages (editable) and the ``test`` dependency group into it, resolved from the
-package index rather than ``uv.lock`` and compiled to bytecode as they are installed
-(where ``PYTHONDONTWRITEBYTECODE`` is set, each of the processes the tests start would
-otherwise compile torch anew), and runs pytest there:
+package index rather than ``uv.lock``, and runs pytest there, bytecode written as
+modules are first imported (see :func:`tools.matrix.leg_environment`):
 
 - ``floor``: Python 3.10 with the lowest versions the metadata allows of every direct
   dependency (``--resolution lowest-direct``: torch 2.4.0, numpy 1.26, pytest 8.0...),
@@ -27,10 +26,12 @@ wheels are the runs without torch on 3.13. The main run (``uv run pytest``) has 
 newest torch too, locked: top runs only what it leaves out, the fault scenarios.
 
 The matrix that CI runs is these legs and the wheel isolation check, one entry per
-package (``wheel-<package>``; ``isolation`` names them all), two at a time::
+package (``wheel-<package>``; ``isolation`` names them all). ``torch-free`` names the
+entries that install no torch, ``with-torch`` the others; CI runs the first one at a
+time beside its launchers' step, the second two at a time after it::
 
     uv run python -m tools.legs floor top        # or: all, isolation, or any entry names
-    uv run python -m tools.legs --jobs 2 all     # the whole matrix, as CI runs it
+    uv run python -m tools.legs --jobs 2 all     # the whole matrix
     uv run python -m tools.legs --list
 
 The interpreters are found under ``pyenv root``, on ``PATH`` (``python3.10``), or by
@@ -42,7 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
 import shlex
 import shutil
 import sys
@@ -50,7 +50,16 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tools import check_isolation
-from tools.matrix import LEG_SELECTION, ROOT, Job, JobError, find_python, run, run_jobs
+from tools.matrix import (
+    LEG_SELECTION,
+    ROOT,
+    Job,
+    JobError,
+    find_python,
+    leg_environment,
+    run,
+    run_jobs,
+)
 
 LEGS_DIR = ROOT / ".legs"
 TORCH_PACKAGES = ("helios-env", "helios-pg", "helios-collectives", "helios-log")
@@ -88,7 +97,17 @@ LEGS = {
     )
 }
 WHEELS = {f"wheel-{pkg.name}": pkg for pkg in check_isolation.PACKAGES}
-GROUPS = {"all": [*LEGS, *WHEELS], "isolation": list(WHEELS)}
+# The entries without torch: light enough for CI to run them beside its launchers' step.
+TORCH_FREE_ENTRIES = [
+    *(name for name, leg in LEGS.items() if set(leg.packages) <= set(TORCH_FREE)),
+    *(name for name, pkg in WHEELS.items() if pkg.torch_free),
+]
+GROUPS = {
+    "all": [*LEGS, *WHEELS],
+    "isolation": list(WHEELS),
+    "torch-free": TORCH_FREE_ENTRIES,
+    "with-torch": [name for name in [*LEGS, *WHEELS] if name not in TORCH_FREE_ENTRIES],
+}
 
 
 def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
@@ -104,7 +123,6 @@ def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
             "pip",
             "install",
             "--quiet",
-            "--compile-bytecode",
             "--python",
             python,
             "--resolution",
@@ -116,15 +134,13 @@ def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
         out=out,
     )
     run(["uv", "pip", "list", "--python", python], out=out)
-    # Run from the venv's own interpreter: the workspace's .venv must not leak in.
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     ignored = [f"--ignore={path}" for path in leg.ignore]
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", leg.selection]
     pytest += [*leg.tests, *ignored]
     run(
         [*pytest, *pytest_args],
         out=out,
-        env=env,
+        env=leg_environment(),
         limit=PYTEST_LIMIT,
     )
 

@@ -9,7 +9,7 @@ import pytest
 
 from tools import check_isolation
 from tools.legs import GROUPS, LEGS, WHEELS, Leg
-from tools.matrix import LEG_SELECTION, ROOT
+from tools.matrix import LEG_SELECTION, ROOT, leg_environment
 
 
 def covers(tests: tuple[str, ...], path: str) -> bool:
@@ -62,6 +62,26 @@ def test_both_ends_of_the_python_range_run_without_torch() -> None:
 def test_all_names_every_leg_and_every_wheel() -> None:
     assert set(GROUPS["all"]) == set(LEGS) | set(WHEELS)
     assert set(GROUPS["isolation"]) == set(WHEELS)
+
+
+def test_the_torch_free_entries_and_the_others_make_the_whole_matrix() -> None:
+    torch_free, with_torch = GROUPS["torch-free"], GROUPS["with-torch"]
+    assert sorted([*torch_free, *with_torch]) == sorted(GROUPS["all"])
+    assert set(torch_free) == {"no-torch-3.10", "wheel-helios-env", "wheel-helios-log"}
+    for name in torch_free:
+        packages = LEGS[name].packages if name in LEGS else (WHEELS[name].name,)
+        assert set(packages) <= {"helios-env", "helios-log"}
+
+
+def test_a_legs_tests_write_bytecode_and_never_see_the_workspaces_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HELIOS_KEPT", "kept")
+    env = leg_environment()
+    assert not {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"} & env.keys()
+    assert env["HELIOS_KEPT"] == "kept"
 
 
 def selects(selection: str, *marks: str) -> bool:
