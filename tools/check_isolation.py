@@ -172,6 +172,7 @@ def check(pkg: Package, out: TextIO, *, skip_tests: bool) -> None:
         )
     run([*install, "--group", "pyproject.toml:test"], out=out)
     run(["uv", "pip", "list", "--python", python], out=out)
+    matrix.warm_bytecode(python, out=out)
     run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", LEG_SELECTION, pkg.tests],
         out=out,

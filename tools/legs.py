@@ -59,6 +59,7 @@ from tools.matrix import (
     leg_environment,
     run,
     run_jobs,
+    warm_bytecode,
 )
 
 LEGS_DIR = ROOT / ".legs"
@@ -134,6 +135,7 @@ def run_leg(leg: Leg, pytest_args: list[str], out: TextIO) -> None:
         out=out,
     )
     run(["uv", "pip", "list", "--python", python], out=out)
+    warm_bytecode(python, out=out)
     ignored = [f"--ignore={path}" for path in leg.ignore]
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", leg.selection]
     pytest += [*leg.tests, *ignored]

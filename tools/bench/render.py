@@ -54,6 +54,8 @@ def format_value(value: float, unit: str) -> str:
         return f"{value:.1f} MiB"
     if unit == "GB/s":
         return format_bandwidth(value)
+    if unit == "instructions":
+        return f"{value:,.0f} instructions"
     return f"{value:.3g} {unit}"
 
 

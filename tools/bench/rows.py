@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CaseResult", "Point", "Row", "Settings"]
+__all__ = ["CaseResult", "Point", "Row", "Settings", "at_most"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,26 @@ class Row:
     ratio_meaning: str
     goal: str
     met: bool
+
+
+def at_most(
+    case: str, helios: str, alternative: str, values: tuple[float, float], unit: str, goal: float
+) -> Row:
+    """A row whose goal is the ratio of helios's value to the alternative's, at most ``goal``."""
+    ours, theirs = values
+    ratio = ours / theirs
+    return Row(
+        case=case,
+        helios=helios,
+        alternative=alternative,
+        helios_value=ours,
+        alternative_value=theirs,
+        unit=unit,
+        ratio=ratio,
+        ratio_meaning="helios / alternative",
+        goal=f"<= {goal:g}",
+        met=ratio <= goal,
+    )
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Worker: rank 1 of a job hangs, as the test asks, while the others wait in an all-reduce.
 
 ``HELIOS_TEST_HANG`` says how: ``skip`` (rank 1 skips the all-reduce and sleeps in
-Python), ``loop`` (rank 1 spins in a Python loop), ``gil`` (rank 1 sleeps in C holding
+Python), ``loop`` (rank 1 spins in a Python loop until its report of the roll call is
+written), ``gil`` (rank 1 sleeps in C holding
 the GIL), ``ddp`` (every rank builds a DistributedDataParallel model; rank 1 sleeps
 instead of its backward pass, so the others wait in the gradients' all-reduce, which
 torch issues from C++). Run with ``HELIOS_HANG_TIMEOUT`` set, and a group timeout longer than it.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -27,9 +29,14 @@ def hang(mode: str) -> None:
     if mode == "skip":
         time.sleep(HANG)  # where rank 1 is: the roll call must name this line
     elif mode == "loop":
+        # Spins in Python until the roll call has its report, then sleeps out the rest:
+        # a core spun for the whole hang slows every other process of the test run.
+        # os.access, a builtin: the roll call finds this line, not a frame of pathlib's.
+        report = str(Path(os.environ["HELIOS_HANG_DIR"], f"rank-{HANGING_RANK}.txt"))
         deadline = time.monotonic() + HANG
-        while time.monotonic() < deadline:  # spinning in Python
+        while time.monotonic() < deadline and not os.access(report, os.F_OK):  # spinning
             pass
+        time.sleep(max(0.0, deadline - time.monotonic()))
     elif mode == "gil":
         ctypes.PyDLL(None).sleep(int(HANG))  # in C, with the GIL held
 
