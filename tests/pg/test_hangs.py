@@ -243,7 +243,8 @@ def test_the_watchdog_hooks_the_default_group_and_new_groups_while_it_runs() -> 
 @pytest.mark.skipif(not HOOKS, reason=NO_HOOKS)
 @pytest.mark.ranks(2, timeout=60, group_timeout=20)
 def test_an_async_collective_is_noted_from_issue_to_completion() -> None:
-    issued = IssuedWork(covered=lambda: True)  # as inside a wrapper: async ops still count
+    # As inside a wrapper, on the main thread: async ops still count.
+    issued = IssuedWork(Place(op="all_reduce"), threading.get_ident())
     assert issued.install(dist.group.WORLD, default=True)
     store = dist.distributed_c10d._get_default_store()
     try:
@@ -266,7 +267,8 @@ def test_an_async_collective_is_noted_from_issue_to_completion() -> None:
 @pytest.mark.skipif(not HOOKS, reason=NO_HOOKS)
 @pytest.mark.ranks(2, timeout=60, group_timeout=20)
 def test_the_collectives_torch_issues_from_cpp_are_noted() -> None:
-    issued = IssuedWork(covered=lambda: True)  # everything from Python counts as covered
+    # As inside a wrapper, on the main thread: everything from Python counts as covered.
+    issued = IssuedWork(Place(op="all_reduce"), threading.get_ident())
     assert issued.install(dist.group.WORLD, default=True)
     try:
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))

@@ -93,8 +93,8 @@ def count(variant: str, calls: int, *, limit: float) -> int:
             "--tool=callgrind",
             "--instr-atstart=no",
             f"--callgrind-out-file={out}",
-            # The interpreter itself: sys.executable may be a link to it, never a script.
-            os.path.realpath(sys.executable),
+            # As it is (a virtual environment's link): its place finds the environment.
+            sys.executable,
             "-m",
             "tools.bench.instructions",
             variant,

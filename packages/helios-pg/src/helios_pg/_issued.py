@@ -23,9 +23,9 @@ import itertools
 import sys
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from threading import get_ident
 from types import CodeType, FrameType
 from typing import Any
 
@@ -133,11 +133,14 @@ class IssuedWork:
     """The collectives issued outside the wrappers, per rank, while the watchdog runs.
 
     Args:
-        covered: True while the calling thread is inside a wrapper that notes the
-            collective itself (the main thread in a synchronous call).
+        current: The collective the main thread is in, as the wrappers note it (its
+            ``op`` is None outside them).
+        main: The main thread's ident. A synchronous collective that the main thread
+            issues inside a wrapper is the wrapper's to note; the hook returns at once.
     """
 
-    covered: Callable[[], bool]
+    current: Place
+    main: int
     noted: dict[int, Place] = field(default_factory=dict)
     groups: list[weakref.ref[Any]] = field(default_factory=list)
     counter: itertools.count[int] = field(default_factory=itertools.count)
@@ -147,8 +150,17 @@ class IssuedWork:
         if any(ref() is group for ref in self.groups):
             return True
         group_arg = None if default else weakref.proxy(group)
+        current, main, post = self.current, self.main, self._post
+
+        def hook(args: Any) -> None:
+            # Called on every collective of the group: the common case, a wrapped call,
+            # is answered here, with the cheapest test first (args.async_op goes to C++).
+            if current.op is not None and get_ident() == main and not args.async_op:
+                return
+            post(args, group_arg)
+
         try:
-            group.register_post_hook(HOOK_ID, lambda args: self._post(args, group_arg))
+            group.register_post_hook(HOOK_ID, hook)
         except Exception:  # this group or this torch takes no hooks
             return False
         self.groups.append(weakref.ref(group))
@@ -179,8 +191,6 @@ class IssuedWork:
         return min(list(self.noted.values()), key=lambda place: place.since, default=None)
 
     def _post(self, args: Any, group_arg: Any) -> None:
-        if not args.async_op and self.covered():
-            return
         try:
             future = args.work.get_future()
         except Exception:  # a work without a future cannot be followed

@@ -452,8 +452,7 @@ def start(
     base.mkdir(parents=True, exist_ok=True)
     watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
     if hooks_supported():
-        main, current = watchdog.main, watchdog.current
-        issued = IssuedWork(lambda: current.op is not None and get_ident() == main)
+        issued = IssuedWork(watchdog.current, watchdog.main)
         if issued.install(dist.group.WORLD, default=True):
             watchdog.issued = issued
     with contextlib.suppress(OSError):
