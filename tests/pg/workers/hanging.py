@@ -2,10 +2,11 @@
 
 ``HELIOS_TEST_HANG`` says how: ``skip`` (rank 1 skips the all-reduce and sleeps in
 Python), ``loop`` (rank 1 spins in a Python loop until its report of the roll call is
-written), ``gil`` (rank 1 sleeps in C holding
-the GIL), ``ddp`` (every rank builds a DistributedDataParallel model; rank 1 sleeps
-instead of its backward pass, so the others wait in the gradients' all-reduce, which
-torch issues from C++). Run with ``HELIOS_HANG_TIMEOUT`` set, and a group timeout longer than it.
+written), ``gil`` (rank 1 sleeps in C holding the GIL), ``ddp`` (every rank builds a
+DistributedDataParallel model; rank 1 sleeps instead of its backward pass, so the others
+wait in the gradients' all-reduce, which torch issues from C++). Run with
+``HELIOS_HANG_TIMEOUT`` and ``HELIOS_HANG_DIR`` set, and a group timeout longer than the
+hang timeout.
 """
 
 from __future__ import annotations
