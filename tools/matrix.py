@@ -81,9 +81,11 @@ def run(
     """Run ``command`` from the repository root, its output going to ``out``.
 
     With ``capture``, its stdout is returned instead (its stderr still goes to ``out``).
-    Raises JobError on a non-zero exit status or past ``limit`` seconds.
+    Raises JobError on a non-zero exit status or past ``limit`` seconds. How long it
+    took follows it in ``out``.
     """
     print("+", " ".join(command), file=out, flush=True)
+    start = time.monotonic()
     with _live_lock:
         if _stopping.is_set():
             message = f"not started, the run was stopped: {' '.join(command)}"
@@ -119,6 +121,7 @@ def run(
     finally:
         with _live_lock:
             _live.discard(process)
+    print(f"  ({time.monotonic() - start:.1f} s)", file=out, flush=True)
     if process.returncode != 0:
         stopped = ", stopped with the run" if _stopping.is_set() else ""
         message = f"exit status {process.returncode}{stopped}: {' '.join(command)}"
