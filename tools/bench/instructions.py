@@ -36,8 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tools.bench.rows import CaseResult, Settings, at_most
-
-ROOT = Path(__file__).resolve().parents[2]
+from tools.matrix import ROOT
 
 __all__ = ["CALLS", "VARIANTS", "WARMUP", "count", "run"]
 

@@ -33,11 +33,22 @@ class Row:
 
 
 def at_most(
-    case: str, helios: str, alternative: str, values: tuple[float, float], unit: str, goal: float
+    case: str,
+    helios: str,
+    alternative: str,
+    values: tuple[float, float],
+    unit: str,
+    goal: float,
+    *,
+    ratio: float | None = None,
 ) -> Row:
-    """A row whose goal is the ratio of helios's value to the alternative's, at most ``goal``."""
+    """A row whose goal is the ratio of helios's value to the alternative's, at most ``goal``.
+
+    ``ratio`` is ``ours / theirs`` unless given (a median of paired ratios, say).
+    """
     ours, theirs = values
-    ratio = ours / theirs
+    if ratio is None:
+        ratio = ours / theirs
     return Row(
         case=case,
         helios=helios,
