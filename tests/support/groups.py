@@ -65,12 +65,14 @@ __all__ = [
     "DEATH_DELAY",
     "LATE_ENTRY",
     "OPERATIONS",
+    "SETUP_TIMEOUT",
     "SKIP_SLACK",
     "Outcome",
     "Scenario",
     "attempt",
     "main",
     "run_scenarios",
+    "shorten_timeouts",
 ]
 
 Scenario = dict[str, Any]
@@ -268,7 +270,7 @@ def _dying_rank(scenario: Scenario, rank: int, call: Callable[[], object]) -> No
     os._exit(3)
 
 
-def _shorten_timeouts(timeout: timedelta) -> None:
+def shorten_timeouts(timeout: timedelta) -> None:
     """Give the default group and its store ``timeout`` (after the setup's long one)."""
     import torch.distributed as dist
 
@@ -296,7 +298,7 @@ def rank_main(scenario: Scenario, rank: int, port: int, settings: Settings) -> N
     else:
         call = operation(scenario["op"], rank, scenario.get("validate"), settings)
     dist.barrier()
-    _shorten_timeouts(timedelta(seconds=settings.timeout))
+    shorten_timeouts(timedelta(seconds=settings.timeout))
     role = "survivor"
     if kind == "death":
         dying, when = scenario["dying"], scenario["when"]

@@ -2,10 +2,12 @@
 
 Started by the test with the hand-started launcher variables of a world of three.
 
-Phase ``group``: ``helios_pg.init``, every collective of helios_collectives once, then
-``helios_pg.shutdown``. Phase ``never-joins``: ranks 0 and 1 call ``init`` for a world
-of three on a fresh port, and rank 2 of that world never comes; this process's rank 2
-meanwhile plays rank 1 of a world of two whose rank 0 (the store host) never comes.
+Phase ``group``: ``helios_pg.init`` (the group formed within the setup timeout of
+tests/support/groups.py, then run under the group timeout), every collective of
+helios_collectives once, then ``helios_pg.shutdown``. Phase ``never-joins``: ranks 0
+and 1 call ``init`` for a world of three on a fresh port, and rank 2 of that world never
+comes; this process's rank 2 meanwhile plays rank 1 of a world of two whose rank 0 (the
+store host) never comes.
 
 Before and after each phase the worker snapshots what a library could leave behind:
 the environment, Python threads, native threads (``/proc/self/task``) and child
@@ -53,6 +55,7 @@ from helios_collectives import (  # noqa: E402
     gather_uneven,
     safe_barrier,
 )
+from tests.support.groups import SETUP_TIMEOUT, shorten_timeouts  # noqa: E402
 from tests.support.store_count import count_requests, wait_for_waiting_connections  # noqa: E402
 from tests.support.worker import report  # noqa: E402
 
@@ -171,7 +174,12 @@ def with_stderr_kept(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def group_phase(rank: int, world: int, timeout: timedelta) -> dict[str, Any]:
-    helios_pg.init(timeout=timeout)
+    # The three ranks import torch at once, which can take longer than the group's own
+    # timeout on a loaded machine: they form the group and pass a first barrier within
+    # the setup's, as every scenario's group does, and run under their own after it.
+    helios_pg.init(timeout=timedelta(seconds=SETUP_TIMEOUT))
+    dist.barrier()
+    shorten_timeouts(timeout)
     inside = snapshot()
     reduced = all_reduce_tensors([torch.tensor(float(rank)), torch.ones(2)])
     gathered = gather_into_tensor(torch.full((2,), float(rank)), (2 * world,))
