@@ -7,7 +7,9 @@ every process it started. Workers report results by printing lines that begin wi
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import fcntl
 import json
 import os
 import random
@@ -16,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +30,7 @@ from helios_env._rendezvous import ephemeral_ports, port_range
 
 __all__ = [
     "LAUNCHER_VARIABLES",
+    "PORT_RESERVATIONS",
     "Finished",
     "base_env",
     "free_port",
@@ -125,6 +129,31 @@ def is_alive(pid: int) -> bool:
 
 # The operating system's randomness: processes forked from one another pick apart.
 _RANDOM = random.SystemRandom()
+PORT_RESERVATIONS = Path(tempfile.gettempdir()) / f"helios-test-ports-{os.getuid()}"
+"""One file per port a process handed out: its lock (flock) is that process's reservation."""
+_KEPT_RESERVATIONS = 64
+_reserved: collections.deque[int] = collections.deque()
+_reserving = threading.Lock()
+
+
+def _reserve(port: int) -> bool:
+    """Take ``port``'s reservation unless another process holds it; keep the newest few.
+
+    A reservation lasts until this process has handed out that many ports more, or ends
+    (processes it forked meanwhile share it); by then the port's listener is up, or gone.
+    """
+    PORT_RESERVATIONS.mkdir(exist_ok=True)
+    fd = os.open(PORT_RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    with _reserving:
+        _reserved.append(fd)
+        while len(_reserved) > _KEPT_RESERVATIONS:
+            os.close(_reserved.popleft())
+    return True
 
 
 def free_port() -> int:
@@ -134,7 +163,10 @@ def free_port() -> int:
     it also hands out the local ports of outgoing connections: between this check and
     the listener's bind, any connection of any process (a gloo pair, a store client of
     a test running beside) can take the port. Outside that range only another listener
-    can, and helios derives its own ports there for the same reason.
+    can, and helios derives its own ports there for the same reason. Two test runs side
+    by side (CI runs two legs at a time) could still pick the same free port before
+    either listens: each port handed out is reserved (:data:`PORT_RESERVATIONS`), and
+    a port another process holds is never handed out.
     """
     first, count = port_range(ephemeral_ports())
     for _ in range(200):
@@ -144,8 +176,12 @@ def free_port() -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _reserve(port):
             return port
-    message = f"no free TCP port on 127.0.0.1 in {first}..{first + count - 1} after 200 tries"
+    message = (
+        f"no free, unreserved TCP port on 127.0.0.1 in {first}..{first + count - 1} after "
+        f"200 tries (reservations: {PORT_RESERVATIONS})"
+    )
     raise RuntimeError(message)
 
 
