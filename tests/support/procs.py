@@ -139,8 +139,9 @@ _reserving = threading.Lock()
 def _reserve(port: int) -> bool:
     """Take ``port``'s reservation unless another process holds it; keep the newest few.
 
-    A reservation lasts until this process has handed out that many ports more, or ends
-    (processes it forked meanwhile share it); by then the port's listener is up, or gone.
+    A reservation lasts until this process has handed out ``_KEPT_RESERVATIONS`` ports
+    more, or ends (processes it forked meanwhile share it, and keep it while they run);
+    by then the port's listener is up, or gone.
     """
     PORT_RESERVATIONS.mkdir(exist_ok=True)
     fd = os.open(PORT_RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
