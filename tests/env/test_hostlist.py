@@ -60,7 +60,7 @@ LOW, PAD, SPAN, HIGH_PAD = (
     st.integers(0, 8),
     st.integers(0, 2),
 )
-RANGE = st.booleans()
+SINGLE = st.booleans()
 
 
 @st.composite
@@ -68,7 +68,7 @@ def numbers(draw: st.DrawFn) -> str:
     """A bracket entry: N or LO-HI, zero-padded or not, the high bound any width."""
     lo = draw(LOW)
     lo_text = str(lo).zfill(len(str(lo)) + draw(PAD))
-    if draw(RANGE):
+    if draw(SINGLE):
         return lo_text
     hi = lo + draw(SPAN)
     return f"{lo_text}-{str(hi).zfill(len(str(hi)) + draw(HIGH_PAD))}"
