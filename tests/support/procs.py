@@ -143,8 +143,12 @@ def _reserve(port: int) -> bool:
     more, or ends (processes it forked meanwhile share it, and keep it while they run);
     by then the port's listener is up, or gone.
     """
-    PORT_RESERVATIONS.mkdir(exist_ok=True)
-    fd = os.open(PORT_RESERVATIONS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+    path = PORT_RESERVATIONS / str(port)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+    except FileNotFoundError:
+        PORT_RESERVATIONS.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
