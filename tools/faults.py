@@ -171,9 +171,9 @@ def to_markdown(rows: Sequence[Row], header: str, failed: Sequence[str]) -> str:
 def run_tests(path: Path, pytest_args: Sequence[str]) -> None:
     """Run the fault tests with ``--fault-results path``."""
     from tests.support.procs import base_env, run_processes
-    from tools.matrix import LEG_SELECTION
 
-    command = [sys.executable, "-m", "pytest", "-q", "-m", LEG_SELECTION, *TESTS]
+    selection = "not launchers and not slow and not multinode"
+    command = [sys.executable, "-m", "pytest", "-q", "-m", selection, *TESTS]
     command.append(f"--fault-results={path}")
     (finished,) = run_processes([([*command, *pytest_args], base_env())], limit=LIMIT, cwd=ROOT)
     print(finished.stdout[-3000:], end="")

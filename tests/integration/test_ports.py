@@ -1,6 +1,6 @@
 """The test support's free ports (tests/support/procs.py): never one another run holds.
 
-CI runs two legs side by side: each picks ports at random and checks that they are free,
+CI runs two nox sessions side by side: each picks ports at random and checks that they are free,
 and its ranks listen on them a moment later; both could pick the same one in between.
 """
 

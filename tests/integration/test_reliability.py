@@ -58,7 +58,7 @@ JOINED = "only 2 of 3 ranks joined"
 """How helios words the count (torch's own "2/3 clients joined" follows it, quoted)."""
 GROUPS_LIMIT = 480.0
 """Seconds: the parent-side limit of the group scenarios' launch (about 70 s quiet; two CI
-legs at once on two cores can take several times that)."""
+sessions at once on two cores can take several times that)."""
 
 # The first test that reads a launch waits for all of it, past pytest-timeout's default.
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(GROUPS_LIMIT + 60)]

@@ -7,7 +7,7 @@ with a bad marker), on fresh ranks and on reused ones, and leaves no process or
 temporary file behind; another shows that loading the plugin imports no torch; a third
 runs under pytest-xdist with four workers. The reused-ranks session and the xdist one
 are ``slow`` (they run in CI's launchers step). The plugin declares the pytest it needs
-in helios-pg's ``pytest`` extra; tools/legs.py's ``floor`` leg installs that extra at its
+in helios-pg's ``pytest`` extra; tools/noxfile.py's ``floor`` session installs that extra at its
 floor (pytest 8.0.0) and runs this file there, and the locked workspace at the newest pytest.
 """
 
@@ -328,7 +328,7 @@ def test_the_pytest_extra_declares_the_floor_the_plugin_is_tested_at() -> None:
         if req.marker is not None and req.marker.evaluate({"extra": "pytest"})
     ]
 
-    # tools/legs.py's floor leg resolves this extra at its lowest: the plugin's floor.
+    # tools/noxfile.py's floor resolves this extra at its lowest: the plugin's floor.
     assert extra == ["pytest>=8"]
 
 

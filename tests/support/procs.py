@@ -169,7 +169,7 @@ def free_port() -> int:
     the listener's bind, any connection of any process (a gloo pair, a store client of
     a test running beside) can take the port. Outside that range only another listener
     can, and helios derives its own ports there for the same reason. Two test runs side
-    by side (CI runs two legs at a time) could still pick the same free port before
+    by side (CI runs two nox sessions at a time) could still pick the same free port before
     either listens: each port handed out is reserved (:data:`PORT_RESERVATIONS`), and
     a port another process holds is never handed out.
     """

@@ -36,9 +36,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tools.bench.rows import CaseResult, Settings, at_most
-from tools.matrix import ROOT
 
 __all__ = ["CALLS", "VARIANTS", "WARMUP", "count", "run"]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CALLS = 500
 """The calls of the shorter counted loop; the longer one makes twice as many."""
