@@ -3,16 +3,17 @@
 The tests judge every fault scenario on real processes (tests/integration/
 test_reliability.py: peers that never join, die, skip a call or disagree on one;
 tests/pg and tests/env: malformed launcher variables and a busy ``MASTER_PORT``), and
-each records what it measured (tests/support/fault_records.py). This tool runs them
-with ``--fault-results``, or reads a file such a run wrote, and renders one row per
-scenario: the fault, what the tests that judge it assert, what the ranks got, the time
-to the slowest error, and whether every one of those tests passed. Run it with::
+each records what it measured through pytest's ``record_property``
+(tests/support/fault_records.py), which ``--junitxml`` writes beside each test's
+verdict. This tool reads such a file and renders one row per scenario: the fault, what
+the tests that judge it assert, what the ranks got, the time to the slowest error, and
+whether every one of those tests passed. Run it with::
 
-    uv run python -m tools.faults                   # run the tests; write faults.{md,json}
-    uv run python -m tools.faults --from FILE       # render a run's --fault-results file
-    uv run python -m tools.faults --no-run          # rewrite faults.md from faults.json
+    uv run pytest -m "faults or not faults" --junitxml=faults.xml TESTS...
+    uv run python -m tools.faults --from faults.xml   # write faults.{md,json}
+    uv run python -m tools.faults --no-run            # rewrite faults.md from faults.json
 
-It judges nothing itself and starts no process but that pytest session.
+It judges nothing itself and starts no process.
 """
 
 from __future__ import annotations
@@ -20,26 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from xml.etree import ElementTree
+
+from tests.support.fault_records import PROPERTY
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "tools" / "results"
-TESTS = (
-    "tests/env/test_malformed.py",
-    "tests/pg/test_validation.py",
-    "tests/pg/test_init.py",
-    "tests/integration/test_reliability.py",
-)
-"""The modules whose tests record fault scenarios."""
 KINDS = ("malformed", "busy port", "never joins", "death", "skip", "mismatch")
 """The table's order of the families of faults."""
-LIMIT = 900.0
-"""Seconds allowed to the pytest session."""
 
 SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\] ")
 PEER_PORT = re.compile(r"(\[127\.0\.0\.1\]):\d+")
@@ -168,18 +161,49 @@ def to_markdown(rows: Sequence[Row], header: str, failed: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_tests(path: Path, pytest_args: Sequence[str]) -> None:
-    """Run the fault tests with ``--fault-results path``."""
-    from tests.support.procs import base_env, run_processes
+def _node_id(case: ElementTree.Element) -> str:
+    """pytest's node id of a JUnit test case: its file, then its classes and name."""
+    classname, name, file = (case.get(key, "") for key in ("classname", "name", "file"))
+    if not file:
+        return f"{classname}::{name}"
+    depth = len(PurePosixPath(file).with_suffix("").parts)
+    return "::".join([file, *classname.split(".")[depth:], name])
 
-    selection = "not launchers and not slow and not multinode"
-    command = [sys.executable, "-m", "pytest", "-q", "-m", selection, *TESTS]
-    command.append(f"--fault-results={path}")
-    (finished,) = run_processes([([*command, *pytest_args], base_env())], limit=LIMIT, cwd=ROOT)
-    print(finished.stdout[-3000:], end="")
-    if not path.exists():
-        message = f"the fault tests wrote no results (exit status {finished.returncode}):\n"
-        raise RuntimeError(message + finished.describe()[-6000:])
+
+def read_junit(path: Path) -> dict[str, Any]:
+    """The fault records of a ``--junitxml`` file, with each test's verdict.
+
+    Raises:
+        ValueError: The file holds no fault record.
+    """
+    root = ElementTree.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    records: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for case in root.iter("testcase"):
+        test = _node_id(case)
+        passed = case.find("failure") is None and case.find("error") is None
+        if not passed:
+            failed.append(test)
+        for prop in case.iter("property"):
+            if prop.get("name") == PROPERTY:
+                records.append({**json.loads(prop.get("value", "")), "test": test})
+    verdicts = {test: test not in failed for test in (r["test"] for r in records)}
+    for record in records:
+        record["passed"] = verdicts[record["test"]]
+    if not records:
+        message = (
+            f"{path} holds no fault record: run the fault tests with --junitxml={path} "
+            "(pyproject.toml sets junit_family = xunit1, which keeps test properties)"
+        )
+        raise ValueError(message)
+    stamp = suites[0].get("timestamp", "")
+    run = {
+        **records[0]["run"],
+        "date": stamp[:10],
+        "seconds": round(sum(float(s.get("time", 0)) for s in suites)),
+    }
+    return {"run": run, "tests_failed": sorted(set(failed)), "records": records}
 
 
 def header_line(run: dict[str, Any]) -> str:
@@ -197,15 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    source = parser.add_mutually_exclusive_group()
+    source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--from", dest="results", type=Path, help="render this --fault-results file"
+        "--from", dest="results", type=Path, help="render this --junitxml file of pytest's"
     )
     source.add_argument(
-        "--no-run", action="store_true", help="run nothing: rewrite faults.md from faults.json"
-    )
-    parser.add_argument(
-        "pytest_args", nargs="*", help="more pytest arguments, after --, e.g. -- -p xdist -n 2"
+        "--no-run", action="store_true", help="read nothing: rewrite faults.md from faults.json"
     )
     args = parser.parse_args(argv)
     if args.no_run:
@@ -215,11 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.out / "faults.md").write_text(markdown, encoding="utf-8")
         print(markdown, end="")
         return 0
-    with tempfile.TemporaryDirectory(prefix="helios-faults-") as folder:
-        path = args.results or Path(folder) / "fault-results.json"
-        if args.results is None:
-            run_tests(path, args.pytest_args)
-        recorded = json.loads(path.read_text(encoding="utf-8"))
+    recorded = read_junit(args.results)
     rows = merge(recorded["records"])
     header = header_line(recorded["run"])
     markdown = to_markdown(rows, header, recorded["tests_failed"])
@@ -227,14 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "faults.md").write_text(markdown, encoding="utf-8")
     payload = {
         "header": header,
-        "pytest_exit_status": recorded["exit_status"],
         "tests_failed": recorded["tests_failed"],
         "rows": [asdict(row) for row in rows],
     }
     text = json.dumps(payload, indent=1, sort_keys=True) + "\n"
     (args.out / "faults.json").write_text(text, encoding="utf-8")
     print(markdown, end="")
-    return 0 if recorded["exit_status"] == 0 else 1
+    return 0 if not recorded["tests_failed"] else 1
 
 
 if __name__ == "__main__":

@@ -1,41 +1,27 @@
-"""What the fault tests measured, written to a file for ``python -m tools.faults``.
+"""What the fault tests measured, carried by pytest's own JUnit XML for ``python -m tools.faults``.
 
 A test that judges a fault scenario calls :func:`record_fault` (before its asserts) with
 what it measured: each rank's error class, message head and seconds to the error, and
-exit status where a process ended. pytest's ``record_property`` carries the record to
-the session's controlling process, also from pytest-xdist workers; with
-``--fault-results PATH`` the :class:`FaultRecorder` plugin writes every record there
-when the session ends, with the test that made it and whether that test passed.
-Without the option nothing is written, and recording costs one list append.
-Importing this module does not import torch.
+exit status where a process ended. pytest's ``record_property`` carries the record, as
+JSON, to the session's controlling process (also from pytest-xdist workers), and
+``--junitxml PATH`` writes it with the test that made it and its verdict; the table of
+docs/failures.md is rendered from that file. Importing this module does not import torch.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
-import time
 from collections.abc import Callable, Sequence
-from datetime import date
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.support.groups import first_line
 
-__all__ = [
-    "OPTION",
-    "PROPERTY",
-    "FaultRecorder",
-    "error_outcome",
-    "record_fault",
-    "run_description",
-]
+__all__ = ["PROPERTY", "error_outcome", "record_fault", "run_description"]
 
-OPTION = "--fault-results"
 PROPERTY = "fault"
 """The ``record_property`` name of a fault record."""
 
@@ -78,11 +64,13 @@ def record_fault(
         "claim": claim,
         "ranks": list(ranks),
         "since": since,
+        "run": run_description(),
     }
-    record_property(PROPERTY, record)
+    record_property(PROPERTY, json.dumps(record))
 
 
-def run_description(seconds: float) -> dict[str, Any]:
+@functools.cache
+def run_description() -> dict[str, str]:
     """What a session ran on, without importing torch: for the table's first line."""
     try:
         torch = version("torch")
@@ -92,37 +80,4 @@ def run_description(seconds: float) -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "date": date.today().isoformat(),
-        "seconds": round(seconds),
     }
-
-
-class FaultRecorder:
-    """Collects the fault records of a session and writes them to ``path`` at its end."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records: list[dict[str, Any]] = []
-        self.failed: list[str] = []
-        self.started = time.monotonic()
-
-    @pytest.hookimpl
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed:
-            self.failed.append(report.nodeid)
-        if report.when != "call":
-            return
-        for name, value in report.user_properties:
-            if name == PROPERTY and isinstance(value, dict):
-                self.records.append({**value, "test": report.nodeid, "passed": report.passed})
-
-    @pytest.hookimpl
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        data = {
-            "run": run_description(time.monotonic() - self.started),
-            "exit_status": int(exitstatus),
-            "tests_failed": sorted(set(self.failed)),
-            "records": self.records,
-        }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

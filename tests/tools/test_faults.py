@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tools.faults import DEFAULT_OUT, Row, merge, observed, to_markdown
+from tools.faults import DEFAULT_OUT, Row, merge, observed, read_junit, to_markdown
 
 
 def record(kind: str, scenario: str, claim: str, passed: bool, **extra: Any) -> dict[str, Any]:
@@ -123,15 +123,17 @@ def test_records_nothing():
 """
 
 
-def test_a_session_writes_each_record_with_its_test_and_verdict(
+def test_a_session_s_junit_xml_carries_each_record_with_its_test_and_verdict(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     pytester.makepyfile(test_recording=RECORDING_TESTS)
-    path = tmp_path / "results.json"
-    result = pytester.runpytest_inprocess("-p", "tests.conftest", f"--fault-results={path}")
+    pytester.makeini("[pytest]\njunit_family = xunit1\nfilterwarnings = error\n")
+    path = tmp_path / "results.xml"
+    result = pytester.runpytest_inprocess(f"--junitxml={path}")
     result.assert_outcomes(passed=2, failed=1)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["exit_status"] == 1
+
+    data = read_junit(path)
+
     assert data["tests_failed"] == ["test_recording.py::test_breaks"]
     assert [(r["test"], r["claim"], r["passed"]) for r in data["records"]] == [
         ("test_recording.py::test_holds", "raises", True),
@@ -140,10 +142,12 @@ def test_a_session_writes_each_record_with_its_test_and_verdict(
     assert set(data["run"]) == {"python", "torch", "machine", "date", "seconds"}
 
 
-def test_a_session_without_the_option_writes_nothing(
+def test_a_junit_xml_without_records_is_an_error_that_says_how_to_get_them(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    pytester.makepyfile(test_recording=RECORDING_TESTS)
-    result = pytester.runpytest_inprocess("-p", "tests.conftest")
-    result.assert_outcomes(passed=2, failed=1)
-    assert not list(pytester.path.glob("*.json"))
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    path = tmp_path / "results.xml"
+    pytester.runpytest_inprocess(f"--junitxml={path}").assert_outcomes(passed=1)
+
+    with pytest.raises(ValueError, match="holds no fault record: run the fault tests with"):
+        read_junit(path)
