@@ -370,7 +370,7 @@ def test_safe_barrier_passes_the_current_device_on_nccl(
 ) -> None:
     seen: list[dict[str, Any]] = []
     # A CUDA host whose default group runs nccl, as far as safe_barrier can tell.
-    monkeypatch.setattr(helios_collectives._barrier, "_CUDA", True)
+    monkeypatch.setattr(helios_collectives._safe_barrier, "_CUDA", True)
     monkeypatch.setattr(dist, "get_backend", lambda group=None: "nccl")
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
     monkeypatch.setattr(dist, "barrier", lambda **kwargs: seen.append(kwargs))

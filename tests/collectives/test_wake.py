@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from torch._C._distributed_c10d import TCPStore
 
-from helios_collectives import _barrier, _wake
+from helios_collectives import _barrier, _bounded, _wake
 
 BASE = "b/1"
 RANKS = [0, 1, 2]
@@ -86,7 +86,7 @@ def test_the_alarm_sets_the_key_only_while_armed(root: TCPStore) -> None:
 def test_the_callers_alarm_rung_before_the_wait_rings_the_protocols_at_once(
     root: TCPStore,
 ) -> None:
-    caller = _barrier._Alarm()
+    caller = _bounded.Alarm()
     caller.ring()  # the timeout expired while the protocol was still arriving
     own = _wake.Alarm(root)
     own.arm("late")

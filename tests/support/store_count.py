@@ -14,7 +14,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from helios_collectives import _barrier, _wake
+from helios_collectives import _barrier_state, _wake
 
 __all__ = ["count_requests", "wait_for_waiting_connections"]
 
@@ -48,7 +48,7 @@ def wait_for_waiting_connections(limit: float = 30.0) -> None:
     deadline = time.monotonic() + limit
     group = dist.distributed_c10d._get_default_group()
     while True:
-        pool = _barrier._POOLS.get(group)
+        pool = _barrier_state.POOLS.get(group)
         if pool is not None and pool.idle():
             return
         if time.monotonic() > deadline:
@@ -65,7 +65,7 @@ def count_requests(calls: Callable[[], object]) -> int:
     if root is None:
         message = "counting the barrier's store requests needs a TCPStore"
         raise RuntimeError(message)
-    waiters = [w for pool in _barrier._POOLS.values() for w in pool.idle()]
+    waiters = [w for pool in _barrier_state.POOLS.values() for w in pool.idle()]
     patched: dict[tuple[object, str], object] = {
         (dist.distributed_c10d, "_get_default_store"): lambda: _Counting(store, counts),
         (_wake, "tcp_root"): lambda _store: _Counting(root, counts),

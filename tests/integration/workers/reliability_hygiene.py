@@ -48,7 +48,7 @@ from torch._C._distributed_c10d import HashStore  # noqa: E402
 import helios_pg  # noqa: E402
 from helios_collectives import (  # noqa: E402
     BarrierTimeoutError,
-    _barrier,
+    _barrier_state,
     all_reduce_tensors,
     barrier,
     gather_into_tensor,
@@ -192,7 +192,7 @@ def group_phase(rank: int, world: int, timeout: timedelta) -> dict[str, Any]:
     gc.collect()
     return {
         "traffic": traffic,
-        "waiting_connections_after_shutdown": len(_barrier._POOLS),
+        "waiting_connections_after_shutdown": len(_barrier_state.POOLS),
         "reduced": reduced.tolist(),
         "gathered": gathered.tolist(),
         "uneven_rows": int(uneven.tensor.shape[0]),

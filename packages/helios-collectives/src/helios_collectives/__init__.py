@@ -9,7 +9,7 @@ communication. ``gather_uneven`` gathers tensors whose dim 0 differs by rank;
 a call into the same ``ValueError`` on every rank.
 """
 
-from helios_collectives._barrier import barrier, safe_barrier
+from helios_collectives._barrier import barrier
 from helios_collectives._errors import (
     BarrierError,
     BarrierTimeoutError,
@@ -20,7 +20,8 @@ from helios_collectives._errors import (
 )
 from helios_collectives._gather import UnevenGather, gather_into_tensor, gather_uneven
 from helios_collectives._reduce import all_reduce_tensors
-from helios_collectives._validation import VALIDATE_ENV_VAR
+from helios_collectives._safe_barrier import safe_barrier
+from helios_collectives._validation_switch import VALIDATE_ENV_VAR
 
 __all__ = [
     "VALIDATE_ENV_VAR",

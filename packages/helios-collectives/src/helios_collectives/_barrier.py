@@ -1,111 +1,28 @@
-"""safe_barrier, and barrier: a barrier with a timeout that names the missing ranks."""
+"""barrier: a barrier with a timeout that names the missing ranks, and its store protocol."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import threading
 import time
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any
 
-import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import TCPStore
 from torch.distributed.distributed_c10d import Store
 
-from helios_collectives import _wake
+from helios_collectives import _barrier_state, _bounded, _wake
 from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
-from helios_collectives._group import backend_of, global_ranks, require_group
-from helios_collectives._torch import BARRIER_TAKES_TIMEOUT
-from helios_collectives._validation import (
-    Description,
-    exchange,
-    validation_enabled,
-    validation_surely_off,
-)
+from helios_collectives._group import global_ranks, require_group
 
-__all__ = ["barrier", "safe_barrier"]
+__all__ = ["barrier"]
 
 _AVAILABLE = dist.is_available()
-_CUDA: bool | None = None
-_NCCL: weakref.WeakKeyDictionary[dist.ProcessGroup, bool] = weakref.WeakKeyDictionary()
-_KEY_PREFIX = "helios_collectives/barrier"
 _MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
 _GAVE_UP = 1 << 40  # added to a barrier's arrival count once a rank has timed out
-_MAX_READ_WAIT = 5.0  # seconds a rank that timed out waits for the others to read why
-_STORE_GRACE = 2.0  # seconds past the protocol's own bound before the store counts as gone
-
-
-def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
-    """Wait for every process in the group, and return at once without a group.
-
-    Safe in the sense that it is valid whether or not the program runs distributed:
-    without an initialized process group it does nothing. On nccl, the current CUDA
-    device is passed as ``device_ids`` unless the caller gave ``device_ids``, so torch
-    never has to guess which GPU to synchronize on.
-
-    Args:
-        validate: Exchange a description of the call first and raise on every rank
-            when the ranks are not all in a barrier (see
-            ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
-        **kwargs: Keyword arguments for ``torch.distributed.barrier`` (``group``,
-            ``async_op``, ``device_ids``, and from torch 2.12 ``timeout``).
-
-    Raises:
-        CollectiveMismatchError: In validation mode, some ranks are in another
-            collective (a ``ValueError``, raised on every rank).
-        CollectiveArgumentError: ``async_op=True`` was given, or ``timeout`` on a torch
-            older than 2.12 (a ``ValueError``, raised before anything is sent).
-        TypeError: ``group`` is not a process group.
-    """
-    if kwargs.get("async_op"):
-        message = (
-            "safe_barrier(async_op=True) would return before the barrier completes and "
-            "drop its handle; call torch.distributed.barrier(async_op=True) for a handle"
-        )
-        raise CollectiveArgumentError(message)
-    if "timeout" in kwargs and not BARRIER_TAKES_TIMEOUT:
-        message = (
-            f"safe_barrier(timeout=...) needs torch 2.12 or later, whose barrier takes a "
-            f"timeout; this is torch {torch.__version__}. Use helios_collectives.barrier("
-            "timeout), which works on every torch, or drop timeout"
-        )
-        raise CollectiveArgumentError(message)
-    if not (_AVAILABLE and dist.is_initialized()):
-        return
-    if not kwargs and not _cuda_available() and validation_surely_off(validate):
-        # The common call without CUDA: no nccl device to name, nothing to validate.
-        dist.barrier()
-        return
-    group = require_group("safe_barrier", kwargs.get("group"))
-    if not validation_surely_off(validate) and validation_enabled(validate):
-        exchange(Description("safe_barrier"), group)
-    if kwargs.get("device_ids") is None and _uses_nccl(group):
-        kwargs["device_ids"] = [torch.cuda.current_device()]
-    dist.barrier(**kwargs)
-
-
-def _cuda_available() -> bool:
-    # Asked once, on the first barrier (not at import: CUDA's driver query is slow
-    # and must not run in every process that merely imports helios).
-    global _CUDA  # noqa: PLW0603
-    if _CUDA is None:
-        _CUDA = torch.cuda.is_available()
-    return _CUDA
-
-
-def _uses_nccl(group: dist.ProcessGroup) -> bool:
-    # A group's backend never changes: ask torch once per group object.
-    known = _NCCL.get(group)
-    if known is None:
-        known = _NCCL[group] = "nccl" in backend_of(group)
-    return known
 
 
 def _as_timedelta(timeout: object) -> timedelta:
@@ -123,49 +40,6 @@ def _as_timedelta(timeout: object) -> timedelta:
         message = f"timeout must be positive and finite, got {timeout!r}"
         raise CollectiveArgumentError(message)
     return timedelta(seconds=seconds)
-
-
-# The store can outlive a group: torchrun's agent store serves every init of a restart
-# attempt, and torch names each new default group "0" again. Each group object gets a
-# session number of its own, so a new group never meets the keys of an old one.
-_SESSIONS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDictionary()
-# Barriers are numbered per group object, so a new group starts again at one.
-_BARRIERS: weakref.WeakKeyDictionary[dist.ProcessGroup, int] = weakref.WeakKeyDictionary()
-
-
-_TOKENS: weakref.WeakKeyDictionary[dist.ProcessGroup, str] = weakref.WeakKeyDictionary()
-
-
-_POOLS: weakref.WeakKeyDictionary[dist.ProcessGroup, _wake.Pool] = weakref.WeakKeyDictionary()
-
-
-def _pool(root: TCPStore) -> _wake.Pool:
-    # The waiting connections to the default group's store, closed with that group.
-    world = dist.distributed_c10d._get_default_group()
-    pool = _POOLS.get(world)
-    if pool is None:
-        pool = _POOLS[world] = _wake.Pool(root)
-    return pool
-
-
-def _group_token(group: dist.ProcessGroup) -> str:
-    # Names this process's wake keys for ``group`` in the store's root namespace.
-    token = _TOKENS.get(group)
-    if token is None:
-        token = _TOKENS[group] = _wake.new_token()
-    return token
-
-
-def _session_prefix(store: Store, group: dist.ProcessGroup, size: int) -> str:
-    prefix = _SESSIONS.get(group)
-    if prefix is None:
-        base = f"{_KEY_PREFIX}/{group.group_name}"
-        # Every member counts in once per group object: members of the n-th group
-        # object under this name draw numbers (n-1)*size+1 .. n*size.
-        session = -(-int(store.add(f"{base}/sessions", 1)) // size)
-        prefix = f"{base}/{session}"
-        _SESSIONS[group] = prefix
-    return prefix
 
 
 def _arrive(store: Store, base: str, me: int, token: str) -> int:
@@ -225,7 +99,7 @@ def _give_up(
 
 def _read_verdict(store: Store, base: str, ranks: list[int], limit: timedelta) -> _Verdict:
     key = f"{base}/verdict"
-    wait = min(limit.total_seconds(), _MAX_READ_WAIT)
+    wait = min(limit.total_seconds(), _bounded.MAX_READ_WAIT)
     deadline = time.monotonic() + wait
     while not store.check([key]):
         if time.monotonic() >= deadline:
@@ -245,7 +119,7 @@ def _acknowledge(store: Store, base: str, waiting: int, limit: timedelta) -> Non
     # that have yet to read it. The verdict is known by now, so losing the store here
     # changes nothing.
     read_key = f"{base}/read"
-    deadline = time.monotonic() + min(limit.total_seconds(), _MAX_READ_WAIT)
+    deadline = time.monotonic() + min(limit.total_seconds(), _bounded.MAX_READ_WAIT)
     with contextlib.suppress(dist.DistError):
         done = store.add(read_key, 1)
         while done < waiting and time.monotonic() < deadline:
@@ -321,82 +195,18 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
     deadline = time.monotonic() + limit.total_seconds()
     # torch offers no public accessor for the store behind the default group.
     store = dist.distributed_c10d._get_default_store()
-    number = _BARRIERS.get(group, 0) + 1
-    _BARRIERS[group] = number
+    number = _barrier_state.BARRIERS.get(group, 0) + 1
+    _barrier_state.BARRIERS[group] = number
     meet = partial(
         _meet, store, group, ranks=ranks, me=me, number=number, deadline=deadline, limit=limit
     )
-    _bounded(meet, limit)
-
-
-def _bounded(meet: Callable[[_Alarm], None], limit: timedelta) -> None:
-    """Run the barrier's store protocol, giving up when the store stops answering.
-
-    A store request to a host that is unreachable (its link down) or stopped can block
-    past any timeout the store was given: the protocol runs in a daemon thread, and
-    this rank raises once the protocol's own bound has passed. At this rank's timeout
-    the calling thread rings the protocol's alarm, which ends its blocking wait.
-    """
-    outcome: list[BaseException | None] = []
-    alarm = _Alarm()
-
-    def run() -> None:
-        try:
-            meet(alarm)
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome.append(exc)
-        else:
-            outcome.append(None)
-
-    start = time.monotonic()
-    worker = threading.Thread(target=run, name="helios-barrier", daemon=True)
-    worker.start()
-    seconds = limit.total_seconds()
-    worker.join(seconds)
-    if worker.is_alive():
-        # From a thread of its own, never waited for: the ring is a store request on the
-        # group's connection, which another thread of the program may be holding.
-        threading.Thread(target=alarm.ring, name="helios-barrier-alarm", daemon=True).start()
-    # The protocol waits up to its timeout, then up to min(timeout, 5 s) twice.
-    bound = _backstop(limit).total_seconds()
-    worker.join(max(0.0, start + bound - time.monotonic()))
-    if not outcome:
-        message = (
-            f"barrier: the rendezvous store did not answer within {bound:g} s; the host that "
-            "serves it (rank 0 of a hand-started job, or torchrun's agent) is unreachable or "
-            "stopped"
-        )
-        raise BarrierError(message)
-    if outcome[0] is not None:
-        raise outcome[0]
-
-
-class _Alarm:
-    """The caller's side of a waiting rank's alarm: rings one once the protocol arms it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._alarm: _wake.Alarm | None = None
-        self._rung = False
-
-    def attach(self, alarm: _wake.Alarm) -> bool:
-        """Hand over the protocol's alarm; False when the timeout has already expired."""
-        with self._lock:
-            self._alarm = alarm
-            return not self._rung
-
-    def ring(self) -> None:
-        with self._lock:
-            self._rung = True
-            alarm = self._alarm
-        if alarm is not None:
-            alarm.ring()
+    _bounded.bounded(meet, limit)
 
 
 def _meet(
     store: Store,
     group: dist.ProcessGroup,
-    alarm: _Alarm,
+    alarm: _bounded.Alarm,
     *,
     ranks: list[int],
     me: int,
@@ -406,13 +216,13 @@ def _meet(
 ) -> None:
     """The barrier's store protocol (see :func:`barrier`)."""
     try:
-        prefix = _session_prefix(store, group, len(ranks))
+        prefix = _barrier_state.session_prefix(store, group, len(ranks))
         base = f"{prefix}/{number}"
         root = _wake.tcp_root(store)
-        pool = None if root is None else _pool(root)
-        waiter = None if pool is None else pool.borrow(_backstop(limit))
+        pool = None if root is None else _barrier_state.pool(root)
+        waiter = None if pool is None else pool.borrow(_bounded.backstop(limit))
         # A rank that will poll publishes no token: nobody sets a wake key for it.
-        token = "" if waiter is None else f"{_group_token(group)}.{number}"
+        token = "" if waiter is None else f"{_barrier_state.group_token(group)}.{number}"
         arrived = _arrive(store, base, me, token)
         size = len(ranks)
         woken = None
@@ -462,15 +272,8 @@ def _meet(
         raise BarrierError(message) from exc
 
 
-def _backstop(limit: timedelta) -> timedelta:
-    # How long a blocking wait may last: only a backstop, since this rank's alarm sets
-    # its key at the deadline; past it the barrier reports the store as gone anyway.
-    seconds = limit.total_seconds()
-    return timedelta(seconds=seconds + 2 * min(seconds, _MAX_READ_WAIT) + _STORE_GRACE)
-
-
 def _sleep(
-    root: TCPStore, pool: _wake.Pool, waiter: _wake.Waiter, alarm: _Alarm, token: str
+    root: TCPStore, pool: _wake.Pool, waiter: _wake.Waiter, alarm: _bounded.Alarm, token: str
 ) -> str | None:
     """Block until this rank's wake key is set; its value, or None to poll instead.
 

@@ -14,13 +14,8 @@ from helios_collectives._checks import check_tensor
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import require_group
 from helios_collectives._torch import all_gather_flat
-from helios_collectives._validation import (
-    Description,
-    describe_tensors,
-    run_with_problem,
-    validation_enabled,
-    validation_surely_off,
-)
+from helios_collectives._validation import Description, describe_tensors, run_with_problem
+from helios_collectives._validation_switch import validation_enabled, validation_surely_off
 
 __all__ = ["UnevenGather", "gather_into_tensor", "gather_uneven"]
 

@@ -11,13 +11,8 @@ import torch.distributed as dist
 from helios_collectives._checks import check_tensor, overlap_problem, positions
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import backend_of, require_group
-from helios_collectives._validation import (
-    Description,
-    describe_tensors,
-    run_with_problem,
-    validation_enabled,
-    validation_surely_off,
-)
+from helios_collectives._validation import Description, describe_tensors, run_with_problem
+from helios_collectives._validation_switch import validation_enabled, validation_surely_off
 
 __all__ = ["all_reduce_tensors"]
 

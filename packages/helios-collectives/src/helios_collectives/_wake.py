@@ -108,7 +108,7 @@ class Waiter:
 class Pool:
     """This process's waiting connections to the default group's store server.
 
-    Kept with the default group (``helios_collectives._barrier``), whose store every
+    Kept with the default group (``helios_collectives._barrier_state``), whose store every
     barrier meets in, so subgroups share them and they close when it is destroyed. The
     first :meth:`borrow` starts opening one in a daemon thread and returns None, and the
     barrier polls meanwhile: a barrier never waits for a new connection, since when many

@@ -18,10 +18,10 @@ from typing import TextIO
 import torch
 import torch.distributed as dist
 
-from helios_collectives._barrier import safe_barrier
 from helios_collectives._gather import gather_into_tensor
 from helios_collectives._main.sizes import format_bytes
 from helios_collectives._reduce import all_reduce_tensors
+from helios_collectives._safe_barrier import safe_barrier
 
 __all__ = ["SweepPoint", "bus_factor", "run_sweep"]
 

@@ -16,10 +16,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from helios_collectives._barrier import barrier, safe_barrier
+from helios_collectives._barrier import barrier
 from helios_collectives._gather import gather_into_tensor, gather_uneven
 from helios_collectives._main.objects import exchange_objects
 from helios_collectives._reduce import all_reduce_tensors
+from helios_collectives._safe_barrier import safe_barrier
 
 __all__ = ["CHECKS", "CheckResult", "run_checks"]
 

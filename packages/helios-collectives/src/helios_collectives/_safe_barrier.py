@@ -1,0 +1,87 @@
+"""safe_barrier: torch's barrier, a no-op without a process group, on the right nccl device."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from helios_collectives._errors import CollectiveArgumentError
+from helios_collectives._group import backend_of, require_group
+from helios_collectives._torch import BARRIER_TAKES_TIMEOUT
+from helios_collectives._validation import Description, exchange
+from helios_collectives._validation_switch import validation_enabled, validation_surely_off
+
+__all__ = ["safe_barrier"]
+
+_AVAILABLE = dist.is_available()
+_CUDA: bool | None = None
+_NCCL: weakref.WeakKeyDictionary[dist.ProcessGroup, bool] = weakref.WeakKeyDictionary()
+
+
+def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
+    """Wait for every process in the group, and return at once without a group.
+
+    Safe in the sense that it is valid whether or not the program runs distributed:
+    without an initialized process group it does nothing. On nccl, the current CUDA
+    device is passed as ``device_ids`` unless the caller gave ``device_ids``, so torch
+    never has to guess which GPU to synchronize on.
+
+    Args:
+        validate: Exchange a description of the call first and raise on every rank
+            when the ranks are not all in a barrier (see
+            ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
+        **kwargs: Keyword arguments for ``torch.distributed.barrier`` (``group``,
+            ``async_op``, ``device_ids``, and from torch 2.12 ``timeout``).
+
+    Raises:
+        CollectiveMismatchError: In validation mode, some ranks are in another
+            collective (a ``ValueError``, raised on every rank).
+        CollectiveArgumentError: ``async_op=True`` was given, or ``timeout`` on a torch
+            older than 2.12 (a ``ValueError``, raised before anything is sent).
+        TypeError: ``group`` is not a process group.
+    """
+    if kwargs.get("async_op"):
+        message = (
+            "safe_barrier(async_op=True) would return before the barrier completes and "
+            "drop its handle; call torch.distributed.barrier(async_op=True) for a handle"
+        )
+        raise CollectiveArgumentError(message)
+    if "timeout" in kwargs and not BARRIER_TAKES_TIMEOUT:
+        message = (
+            f"safe_barrier(timeout=...) needs torch 2.12 or later, whose barrier takes a "
+            f"timeout; this is torch {torch.__version__}. Use helios_collectives.barrier("
+            "timeout), which works on every torch, or drop timeout"
+        )
+        raise CollectiveArgumentError(message)
+    if not (_AVAILABLE and dist.is_initialized()):
+        return
+    if not kwargs and not _cuda_available() and validation_surely_off(validate):
+        # The common call without CUDA: no nccl device to name, nothing to validate.
+        dist.barrier()
+        return
+    group = require_group("safe_barrier", kwargs.get("group"))
+    if not validation_surely_off(validate) and validation_enabled(validate):
+        exchange(Description("safe_barrier"), group)
+    if kwargs.get("device_ids") is None and _uses_nccl(group):
+        kwargs["device_ids"] = [torch.cuda.current_device()]
+    dist.barrier(**kwargs)
+
+
+def _cuda_available() -> bool:
+    # Asked once, on the first barrier (not at import: CUDA's driver query is slow
+    # and must not run in every process that merely imports helios).
+    global _CUDA  # noqa: PLW0603
+    if _CUDA is None:
+        _CUDA = torch.cuda.is_available()
+    return _CUDA
+
+
+def _uses_nccl(group: dist.ProcessGroup) -> bool:
+    # A group's backend never changes: ask torch once per group object.
+    known = _NCCL.get(group)
+    if known is None:
+        known = _NCCL[group] = "nccl" in backend_of(group)
+    return known

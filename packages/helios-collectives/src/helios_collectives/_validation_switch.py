@@ -1,0 +1,86 @@
+"""Validation mode's switch: whether a call describes itself to the other ranks first.
+
+A call's ``validate`` decides; None reads ``HELIOS_VALIDATE_COLLECTIVES``, as cheaply as
+an unset variable allows, since every collective asks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import cast
+
+from helios_collectives._errors import ValidationSettingError
+
+__all__ = ["VALIDATE_ENV_VAR", "validation_enabled", "validation_surely_off"]
+
+VALIDATE_ENV_VAR = "HELIOS_VALIDATE_COLLECTIVES"
+"""Environment variable that turns validation mode on (``1``) for every call."""
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+# os.environ.get raises and catches KeyError twice for an unset variable; the mapping
+# behind os.environ answers a miss in a dict lookup. Writes through os.environ (and
+# pytest's monkeypatch) update it at once.
+_ENVIRON_BYTES: dict[bytes, bytes] | None = (
+    getattr(os.environ, "_data", None) if os.name == "posix" else None
+)
+_VALIDATE_KEY = VALIDATE_ENV_VAR.encode()
+
+
+def _environment_flag() -> str | None:
+    if _ENVIRON_BYTES is not None and os.name == "posix":
+        raw = _ENVIRON_BYTES.get(_VALIDATE_KEY)
+        return None if raw is None else os.fsdecode(raw)
+    return os.environ.get(VALIDATE_ENV_VAR)
+
+
+def validation_surely_off(validate: bool | None) -> bool:
+    """Tell, as cheaply as possible, that a call runs without validation.
+
+    True when ``validate`` is False, or None with ``HELIOS_VALIDATE_COLLECTIVES``
+    unset; False means :func:`validation_enabled` must decide (and check the value).
+
+    Args:
+        validate: The caller's choice.
+
+    Returns:
+        Whether validation is certainly off.
+    """
+    if validate is None:
+        return _ENVIRON_BYTES is not None and _VALIDATE_KEY not in _ENVIRON_BYTES
+    return validate is False
+
+
+def validation_enabled(validate: bool | None) -> bool:
+    """Decide whether this call runs in validation mode.
+
+    Args:
+        validate: The caller's choice; None reads ``HELIOS_VALIDATE_COLLECTIVES``.
+
+    Returns:
+        True when the descriptions should be exchanged.
+
+    Raises:
+        TypeError: ``validate`` is neither a bool nor None.
+        ValidationSettingError: ``HELIOS_VALIDATE_COLLECTIVES`` is set to something
+            that is neither on nor off (a ``ValueError``).
+    """
+    if validate is not None:
+        if not isinstance(cast(object, validate), bool):
+            message = f"validate must be True, False or None, got {validate!r}"
+            raise TypeError(message)
+        return validate
+    raw = _environment_flag()
+    if raw is None:
+        return False
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    message = (
+        f"{VALIDATE_ENV_VAR} must be 1 or 0 (or true/false, yes/no, on/off), got {raw!r}; "
+        f"set {VALIDATE_ENV_VAR}=1 to validate every collective or unset it"
+    )
+    raise ValidationSettingError(message, value=raw)
