@@ -18,7 +18,8 @@ import pytest
 import torch.distributed as dist
 
 from helios_pg import _failure, init, shutdown
-from helios_pg._failure import _write_error_file, is_peer_failure
+from helios_pg._error_file import write_error_file
+from helios_pg._failure import is_peer_failure
 from tests.pg.torchrun_jobs import root_cause, run_jobs
 from tests.support.procs import Finished
 
@@ -163,11 +164,11 @@ def test_an_existing_error_file_is_never_overwritten(tmp_path: Path) -> None:
     path = tmp_path / "error.json"
     path.write_text('{"message": "from @record"}')
 
-    assert _write_error_file(str(path), "ValueError: x", "tb", 1) is False
+    assert write_error_file(str(path), "ValueError: x", "tb", 1) is False
     assert path.read_text() == '{"message": "from @record"}'
 
     fresh = tmp_path / "fresh.json"
-    assert _write_error_file(str(fresh), "ValueError: x", "tb", 1) is True
+    assert write_error_file(str(fresh), "ValueError: x", "tb", 1) is True
     assert json.loads(fresh.read_text())["message"]["extraInfo"]["timestamp"] == "1"
 
 

@@ -23,7 +23,9 @@ import torch.distributed as dist
 
 from helios_pg import RendezvousConfigError, _watchdog, init, shutdown
 from helios_pg._issued import IssuedWork, Place, hooks_supported
-from helios_pg._watchdog import COLLECTIVES, Watchdog, hang_timeout_from
+from helios_pg._verdict import decide
+from helios_pg._watchdog import Watchdog, hang_timeout_from
+from helios_pg._wrappers import COLLECTIVES, wrap
 from tests.pg.torchrun_jobs import root_cause, run_jobs
 from tests.support.procs import Finished
 
@@ -158,13 +160,12 @@ def test_the_collectives_are_wrapped_only_while_the_watchdog_runs() -> None:
 
 def test_a_tie_goes_to_the_collective_the_calling_rank_waits_in(tmp_path: Path) -> None:
     # Two ranks: rank 0 hangs outside any collective, rank 1 (which calls) waits.
-    watchdog = Watchdog(1, 2, None, "k", 5.0, tmp_path)
     answers: dict[int, dict[str, Any]] = {
         0: {"where": "in no collective, at train.py:9", "seq": None, "since": None},
         1: {"where": "in all_reduce #3 at train.py:12", "seq": 3, "since": 100.0},
     }
 
-    line, culprits, began = watchdog.report(answers)
+    line, culprits, began = decide(answers, caller=1, world_size=2, directory=tmp_path)
 
     assert culprits == [0]
     assert began == 100.0
@@ -186,7 +187,7 @@ def test_a_wrapped_call_is_placed_at_its_caller_when_asked(tmp_path: Path) -> No
         return "done"
 
     fake = types.SimpleNamespace(all_reduce=collective, barrier=barrier)
-    watchdog.wrap(fake)
+    watchdog.wrapper_code = wrap(fake, watchdog.current, watchdog.main, watchdog.originals, None)
     group = object()
     assert fake.all_reduce(1, group=group) == "done"
     line = sys._getframe().f_lineno - 1

@@ -35,18 +35,17 @@ import json
 import os
 import socket
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from helios_pg._error_file import ERROR_FILE_VARIABLE, write_error_file
+
 __all__ = [
-    "ERROR_FILE_VARIABLE",
     "OPT_OUT_VARIABLE",
     "Reporter",
     "active",
@@ -55,7 +54,6 @@ __all__ = [
     "uninstall",
 ]
 
-ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
 OPT_OUT_VARIABLE = "HELIOS_FAILURE_REPORT"
 _READ_WAIT = 0.5  # how long a victim waits for the culprit's line to appear
 _SILENT_MARGIN = 10
@@ -104,32 +102,6 @@ def is_peer_failure(exc: BaseException) -> bool:
 def _headline(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _write_error_file(path: str, message: str, callstack: str, timestamp: int) -> bool:
-    """Write torchrun's error file atomically, unless one exists (``@record`` wrote it)."""
-    target = Path(path)
-    if target.exists():
-        return False
-    data = {
-        "message": {
-            "message": message,
-            "extraInfo": {"py_callstack": callstack, "timestamp": str(timestamp)},
-        }
-    }
-    with contextlib.suppress(OSError):
-        handle, name = tempfile.mkstemp(prefix=".helios-error-", dir=target.parent)
-        temporary = Path(name)
-        try:
-            with os.fdopen(handle, "w") as sink:
-                json.dump(data, sink)
-            if target.exists():
-                return False
-            temporary.replace(target)  # torchrun fails on a partly written file
-            return True
-        finally:
-            temporary.unlink(missing_ok=True)
-    return False
 
 
 @dataclass
@@ -203,7 +175,7 @@ class Reporter:
             self.publish(message)
         path = os.environ.get(ERROR_FILE_VARIABLE)
         if path and not self.written:
-            self.written = _write_error_file(path, message, callstack, timestamp)
+            self.written = write_error_file(path, message, callstack, timestamp)
 
     def keep(self, message: str, callstack: str) -> None:
         """Keep a failure that is not the main thread's exception for the error file.
@@ -228,7 +200,7 @@ class Reporter:
         if self.kept is None or self.written or not path or os.getpid() != self.pid:
             return
         message, callstack, stamp = self.kept
-        self.written = _write_error_file(path, message, callstack, stamp)
+        self.written = write_error_file(path, message, callstack, stamp)
 
 
 _reporter: Reporter | None = None

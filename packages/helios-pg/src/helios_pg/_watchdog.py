@@ -3,22 +3,18 @@
 Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stopped by
 ``shutdown()``; off by default, and then nothing here runs. While it is on:
 
-- the collectives of ``torch.distributed`` (``all_reduce``, ``broadcast``, ``barrier``,
-  ...) are called through thin wrappers that note the collective each rank is in: a
-  sequence number, the operation and the group (the call site is read off the main
-  thread's stack when a roll call asks); where the torch has
-  process-group hooks, so are the collectives no wrapper sees, from issue to completion
-  (DDP's gradient buckets, ``async_op=True``: see ``helios_pg._issued``);
+- the collectives of ``torch.distributed`` are called through thin wrappers that note the
+  collective each rank is in (``helios_pg._wrappers``); where the torch has process-group
+  hooks, so are the collectives no wrapper sees, from issue to completion (DDP's gradient
+  buckets, ``async_op=True``: see ``helios_pg._issued``);
 - one daemon thread per rank, with a store connection of its own, looks every tick at
   its rank's current collective and at the job's roll-call key. It never issues a
   collective, and the process never waits for it at exit;
 - when a rank has sat in one collective longer than the timeout, it calls the roll: every
   rank that can answer writes its current collective and its main thread's stack to the
-  store and to a file of its own; the rank that called prints one grouped report
-  (``ranks [0, 2] in all_reduce #57 at train.py:88; rank 1 in no collective, at
-  loader.py:42; rank 5 did not answer``) and publishes it. The ranks that are not
-  where the others wait are the culprits: under torchrun each writes its error file
-  dated when the hang began, so that torchrun names it as the root cause;
+  store and to a file of its own; the rank that called publishes and prints one grouped
+  report that names the culprits (``helios_pg._verdict``); under torchrun each culprit
+  writes its error file dated when the hang began, so that torchrun names it the root cause;
 - a rank whose main thread holds the GIL in C cannot answer; faulthandler's C-level
   dump, armed every tick, still writes its stack to its file. The signal
   ``HELIOS_HANG_SIGNAL`` (default ``SIGUSR2``, ``none`` to leave every signal alone;
@@ -29,10 +25,8 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -43,17 +37,16 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from threading import get_ident
-from time import monotonic
 from types import CodeType
 from typing import Any
 
-from helios_pg._failure import ERROR_FILE_VARIABLE, _write_error_file
+from helios_pg._error_file import ERROR_FILE_VARIABLE, write_error_file
 from helios_pg._issued import IssuedWork, Place, hooks_supported
 from helios_pg._stackdump import StackDump
+from helios_pg._verdict import announce
+from helios_pg._wrappers import unwrap, wrap
 
 __all__ = [
-    "COLLECTIVES",
     "SIGNAL_VARIABLE",
     "TIMEOUT_VARIABLE",
     "Watchdog",
@@ -65,36 +58,8 @@ __all__ = [
 TIMEOUT_VARIABLE = "HELIOS_HANG_TIMEOUT"
 SIGNAL_VARIABLE = "HELIOS_HANG_SIGNAL"
 DIRECTORY_VARIABLE = "HELIOS_HANG_DIR"
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_object",
-    "all_gather_single",
-    "all_to_all",
-    "all_to_all_single",
-    "barrier",
-    "broadcast",
-    "broadcast_object_list",
-    "gather",
-    "gather_object",
-    "isend",
-    "irecv",
-    "monitored_barrier",
-    "recv",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "scatter",
-    "scatter_object_list",
-    "send",
-)
-"""The ``torch.distributed`` functions whose calls the watchdog notes."""
-GROUP_MAKERS = ("new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group")
-"""The ``torch.distributed`` functions whose groups get the watchdog's hooks."""
 _ANSWER_WAIT = 5.0
 _STOP_WAIT = 3.0
-_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
 
 
 def hang_timeout_from(
@@ -165,67 +130,6 @@ class Watchdog:
         """This rank's report file."""
         return self.directory / f"rank-{self.rank}.txt"
 
-    def wrap(self, dist: Any) -> None:
-        """Route the collectives of ``torch.distributed`` through the bookkeeping."""
-        current = self.current
-        for name in COLLECTIVES:
-            original = getattr(dist, name, None)
-            if original is None or name in self.originals:
-                continue
-
-            def wrapper(
-                *args: Any,
-                _name: str = name,
-                _call: Callable[..., Any] = original,
-                _main: int = self.main,
-                **kwargs: Any,
-            ) -> Any:
-                if current.op is not None or get_ident() != _main:
-                    return _call(*args, **kwargs)  # nested, or not the main thread
-                # The call site is found when a roll call asks (see place()): taking the
-                # caller's frame here costs more than the rest of the bookkeeping.
-                current.seq += 1
-                current.group_arg = kwargs.get("group")
-                current.since = monotonic()
-                current.op = _name
-                try:
-                    return _call(*args, **kwargs)
-                finally:
-                    current.op = None
-                    current.group_arg = None  # nothing kept alive
-
-            self.wrapper_code = wrapper.__code__
-            functools.update_wrapper(wrapper, original)
-            self.originals[name] = original
-            setattr(dist, name, wrapper)
-
-        if self.issued is not None:
-            self._hook_new_groups(dist, self.issued)
-
-    def _hook_new_groups(self, dist: Any, issued: IssuedWork) -> None:
-        """Hook the groups that ``torch.distributed``'s group makers return."""
-        for name in GROUP_MAKERS:
-            original = getattr(dist, name, None)
-            if original is None or name in self.originals:
-                continue
-
-            def maker(*args: Any, _call: Callable[..., Any] = original, **kwargs: Any) -> Any:
-                result = _call(*args, **kwargs)
-                issued.install_all(result)
-                return result
-
-            functools.update_wrapper(maker, original)
-            self.originals[name] = original
-            setattr(dist, name, maker)
-
-    def unwrap(self, dist: Any) -> None:
-        """Put the original functions back and take the hooks off the groups."""
-        for name, original in self.originals.items():
-            setattr(dist, name, original)
-        self.originals.clear()
-        if self.issued is not None:
-            self.issued.remove()
-
     def place(self) -> Place | None:
         """Where this rank is: the wrapped call it is in, else its oldest issued work.
 
@@ -278,45 +182,6 @@ class Watchdog:
             self.path.write_text(text)
         return answer
 
-    def report(self, answers: dict[int, dict[str, Any]]) -> tuple[str, list[int], float]:
-        """Group the answers by where each rank is; name the culprits and when it began."""
-        places: dict[str, list[int]] = {}
-        for rank in range(self.world_size):
-            found = answers.get(rank)
-            where = str(found["where"]) if found else self.silent(rank)
-            places.setdefault(where, []).append(rank)
-        waiting = [a for a in answers.values() if a.get("seq") is not None]
-        # Where most ranks wait in a collective; a tie goes to the place of the rank that
-        # called the roll, which is known to wait there.
-        waiting_at = {str(a["where"]) for a in answers.values() if a.get("seq") is not None}
-        mine = str(answers[self.rank]["where"]) if self.rank in answers else ""
-        candidates = [item for item in places.items() if item[0] in waiting_at] or [*places.items()]
-        majority = max(candidates, key=lambda item: (len(item[1]), item[0] == mine))[0]
-        culprits = [r for where, ranks in places.items() if where != majority for r in ranks]
-        began = min((float(a["since"]) for a in waiting), default=time.time())
-        parts = []
-        for where, ranks in sorted(places.items(), key=lambda item: item[1][0]):
-            who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
-            parts.append(f"{who} {where}")
-        return "; ".join(parts), culprits, began
-
-    def silent(self, rank: int) -> str:
-        """What can be said of a rank that did not answer: its C-level dump, if here."""
-        dump = self.directory / f"rank-{rank}.faulthandler.txt"
-        with contextlib.suppress(OSError, IndexError):
-            lines = dump.read_text().splitlines()
-            main = lines[0].rsplit(" ", 1)[-1]  # the header start() wrote
-            inside = False
-            for line in lines[1:]:
-                if line.startswith(("Thread ", "Current thread ")):
-                    inside = main in line
-                match = _FRAME.match(line) if inside else None
-                if match is not None:
-                    name, number, function = match.groups()
-                    where = f"{Path(name).name}:{number} in {function}"
-                    return f"did not answer (faulthandler: {where})"
-        return "did not answer"
-
     def call(self) -> None:
         """Call the roll (the first rank to see a hang does), gather it and print it."""
         value = json.dumps({"rank": self.rank, "time": time.time()})
@@ -334,23 +199,15 @@ class Watchdog:
             with contextlib.suppress(Exception):
                 if self.store.check([key]):
                     answers[rank] = json.loads(bytes(self.store.get(key)).decode())
-        line, culprits, began = self.report(answers)
-        verdict = json.dumps({"line": line, "culprits": culprits, "began": began})
-        self.store.set(f"{self.key}/verdict", verdict)
-        if culprits and self.failure_key:
-            # The ranks that fail later in their collectives name the culprit first.
-            culprit = answers.get(culprits[0])
-            host = str(culprit["host"]) if culprit else "its host"
-            published = {
-                "line": f"rank {culprits[0]} on {host} failed: hang: {line}",
-                "rank": culprits[0],
-                "timestamp": int(began),
-                "answered": culprit is not None,
-            }
-            self.store.compare_set(self.failure_key, "", json.dumps(published))
-        files = f"each rank's stack is in {self.directory}/rank-N.txt on its host"
-        sys.stderr.write(f"helios hang roll call (rank {self.rank}): {line}; {files}\n")
-        sys.stderr.flush()
+        announce(
+            answers,
+            caller=self.rank,
+            world_size=self.world_size,
+            directory=self.directory,
+            store=self.store,
+            key=self.key,
+            failure_key=self.failure_key,
+        )
 
     def convict(self) -> None:
         """A culprit writes its error file, dated when the hang began."""
@@ -361,7 +218,7 @@ class Watchdog:
             return
         stack, top = self.stack()
         message = f"hang: rank {self.rank} on {self.host} {_describe(self.place(), top)}"
-        _write_error_file(path, f"{message}; {verdict['line']}", stack, int(verdict["began"]))
+        write_error_file(path, f"{message}; {verdict['line']}", stack, int(verdict["began"]))
 
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
@@ -464,7 +321,9 @@ def start(
         )
     if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
         watchdog.dump.arm(timeout + 1)
-    watchdog.wrap(dist)
+    watchdog.wrapper_code = wrap(
+        dist, watchdog.current, watchdog.main, watchdog.originals, watchdog.issued
+    )
     watchdog.thread = threading.Thread(
         target=watchdog.run, name="helios-hang-watchdog", daemon=True
     )
@@ -486,6 +345,6 @@ def stop() -> None:
         watchdog.thread.join(timeout=_STOP_WAIT)
     dist: Any = sys.modules.get("torch.distributed")
     if dist is not None:
-        watchdog.unwrap(dist)
+        unwrap(dist, watchdog.originals, watchdog.issued)
     if watchdog.dump is not None:
         watchdog.dump.close()

@@ -1,0 +1,120 @@
+"""The roll call's verdict: from the ranks' answers, where each rank is and who is to blame.
+
+The rank that called the roll groups the answers by where each rank is
+(:func:`decide`); of a rank that did not answer it says what its faulthandler dump says,
+where that file is on its host (:func:`silent`). The ranks that are not where the others
+wait are the culprits. :func:`announce` publishes the verdict for the other ranks'
+watchdogs, publishes the first culprit as the job's first failure for the failure
+reporter, and prints the grouped report on stderr (``ranks [0, 2] in all_reduce #57 at
+train.py:88; rank 1 in no collective, at loader.py:42; rank 5 did not answer``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["announce", "decide", "silent"]
+
+_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
+
+
+def decide(
+    answers: dict[int, dict[str, Any]], *, caller: int, world_size: int, directory: Path
+) -> tuple[str, list[int], float]:
+    """Group the answers by where each rank is; name the culprits and when it began.
+
+    Args:
+        answers: Each answering rank's answer, by rank.
+        caller: The rank that called the roll.
+        world_size: The number of ranks.
+        directory: Where the ranks' faulthandler dumps are, on this host.
+
+    Returns:
+        The grouped report, the culprits, and when the hang began (a Unix time).
+    """
+    places: dict[str, list[int]] = {}
+    for rank in range(world_size):
+        found = answers.get(rank)
+        where = str(found["where"]) if found else silent(directory, rank)
+        places.setdefault(where, []).append(rank)
+    waiting = [a for a in answers.values() if a.get("seq") is not None]
+    # Where most ranks wait in a collective; a tie goes to the place of the rank that
+    # called the roll, which is known to wait there.
+    waiting_at = {str(a["where"]) for a in answers.values() if a.get("seq") is not None}
+    mine = str(answers[caller]["where"]) if caller in answers else ""
+    candidates = [item for item in places.items() if item[0] in waiting_at] or [*places.items()]
+    majority = max(candidates, key=lambda item: (len(item[1]), item[0] == mine))[0]
+    culprits = [r for where, ranks in places.items() if where != majority for r in ranks]
+    began = min((float(a["since"]) for a in waiting), default=time.time())
+    parts = []
+    for where, ranks in sorted(places.items(), key=lambda item: item[1][0]):
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
+        parts.append(f"{who} {where}")
+    return "; ".join(parts), culprits, began
+
+
+def silent(directory: Path, rank: int) -> str:
+    """What can be said of a rank that did not answer: its C-level dump, if here."""
+    dump = directory / f"rank-{rank}.faulthandler.txt"
+    with contextlib.suppress(OSError, IndexError):
+        lines = dump.read_text().splitlines()
+        main = lines[0].rsplit(" ", 1)[-1]  # the header start() wrote
+        inside = False
+        for line in lines[1:]:
+            if line.startswith(("Thread ", "Current thread ")):
+                inside = main in line
+            match = _FRAME.match(line) if inside else None
+            if match is not None:
+                name, number, function = match.groups()
+                where = f"{Path(name).name}:{number} in {function}"
+                return f"did not answer (faulthandler: {where})"
+    return "did not answer"
+
+
+def announce(
+    answers: dict[int, dict[str, Any]],
+    *,
+    caller: int,
+    world_size: int,
+    directory: Path,
+    store: Any,
+    key: str,
+    failure_key: str,
+) -> None:
+    """Decide the verdict from the answers gathered, publish it and print it.
+
+    Args:
+        answers: Each answering rank's answer, by rank.
+        caller: The rank that called the roll.
+        world_size: The number of ranks.
+        directory: Where each rank's report file is, on its host.
+        store: The store of the roll call.
+        key: The store key under which this group's roll call runs.
+        failure_key: The failure reporter's key of the job's first failure, where the
+            first culprit is published; empty to publish none.
+    """
+    line, culprits, began = decide(
+        answers, caller=caller, world_size=world_size, directory=directory
+    )
+    verdict = json.dumps({"line": line, "culprits": culprits, "began": began})
+    store.set(f"{key}/verdict", verdict)
+    if culprits and failure_key:
+        # The ranks that fail later in their collectives name the culprit first.
+        culprit = answers.get(culprits[0])
+        host = str(culprit["host"]) if culprit else "its host"
+        published = {
+            "line": f"rank {culprits[0]} on {host} failed: hang: {line}",
+            "rank": culprits[0],
+            "timestamp": int(began),
+            "answered": culprit is not None,
+        }
+        store.compare_set(failure_key, "", json.dumps(published))
+    files = f"each rank's stack is in {directory}/rank-N.txt on its host"
+    sys.stderr.write(f"helios hang roll call (rank {caller}): {line}; {files}\n")
+    sys.stderr.flush()
