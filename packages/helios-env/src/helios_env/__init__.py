@@ -6,6 +6,7 @@ hand-set ``RANK``/``WORLD_SIZE``, Kubeflow, Open MPI, MVAPICH2, LSF, MPICH and I
 MPI, SLURM), else assumes a single process.
 """
 
+from helios_env._environment_report import EnvironmentReport
 from helios_env._errors import HostlistError, LauncherEnvError, LauncherEnvWarning
 from helios_env._hostlist import expand_hostlist
 from helios_env._info import DistributedInfo
@@ -16,7 +17,7 @@ from helios_env._queries import (
     get_local_world_size,
     get_world_size,
 )
-from helios_env._resolve import EnvironmentReport, get_dist_info, inspect_environment
+from helios_env._resolve import get_dist_info, inspect_environment
 
 __all__ = [
     "DistributedInfo",

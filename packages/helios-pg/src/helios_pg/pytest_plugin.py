@@ -126,8 +126,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say how long the ranks' forkserver took to start, when a ranks test started it."""
-    parent = sys.modules.get("helios_pg._testing._parent")
-    started = parent.server_start() if parent is not None else None
+    server = sys.modules.get("helios_pg._testing._forkserver")
+    started = server.server_start() if server is not None else None
     if started is not None:
         modules = ", ".join(started.preloaded)
         terminalreporter.write_line(

@@ -3,6 +3,8 @@
 - :mod:`helios_pg._testing._marker`: the ``ranks`` marker, read and checked;
 - :mod:`helios_pg._testing._parent`: the pytest process's side, which starts the
   ranks of one test, waits for them and reports;
+- :mod:`helios_pg._testing._forkserver`: the session's forkserver, which forks the
+  ranks with torch already imported;
 - :mod:`helios_pg._testing._rank`: one rank, which forms the group and runs the test.
 
 Importing this package or its marker module imports neither torch nor the rest of

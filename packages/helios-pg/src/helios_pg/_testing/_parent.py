@@ -1,10 +1,10 @@
 """Run one ``ranks`` test on its ranks, from the pytest process.
 
-Ranks are started from one forkserver per session whose process already imported
-torch and helios_pg, so a rank starts in milliseconds instead of importing torch. The
-parent waits on the ranks' pipes: after a failure it reads the outcomes that follow it
-closely, names the rank that failed first and kills the others; at the deadline every
-rank still running is asked for its Python stack (``SIGUSR1``), then all are killed.
+Ranks are forked from the session's forkserver (:mod:`helios_pg._testing._forkserver`),
+whose process already imported torch and helios_pg. The parent waits on the ranks'
+pipes: after a failure it reads the outcomes that follow it closely, names the rank
+that failed first and kills the others; at the deadline every rank still running is
+asked for its Python stack (``SIGUSR1``), then all are killed.
 The temporary directory (store file, output, stacks) is removed after every test, also
 after a failure or a hang. With ``--ranks-reuse`` the ranks of a passing test serve the
 next test of the same size, each test on a group of its own.
@@ -13,9 +13,7 @@ next test of the same size, each test on a group of its own.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import math
-import multiprocessing
 import os
 import pickle
 import shutil
@@ -23,8 +21,6 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from multiprocessing import forkserver
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
@@ -33,77 +29,16 @@ from typing import Any
 
 import pytest
 
+from helios_pg._testing._forkserver import forkserver_context
 from helios_pg._testing._marker import RanksSpec, read_marker
-from helios_pg._testing._preload import BASE, PRELOAD_VARIABLE, ready, torch_stack
 from helios_pg._testing._rank import DIST_INFO, Outcome, RankJob, main, serve
 
-__all__ = ["ServerStart", "close_pools", "run_on_ranks", "server_start"]
+__all__ = ["close_pools", "run_on_ranks"]
 
 _STACK_WAIT = 1.0
 # After a rank fails, the others' outcomes are read until none has come for this long,
 # so that the report names the rank that failed first.
 _SETTLE = 1.0
-_context: ForkServerContext | None = None
-
-
-@dataclass(frozen=True)
-class ServerStart:
-    """How the session's forkserver started: what it imported, and how long it took."""
-
-    seconds: float
-    preloaded: tuple[str, ...]
-
-
-_started: ServerStart | None = None
-
-
-def _preload_names(config: pytest.Config) -> list[str]:
-    """What the forkserver imports beyond :data:`BASE`, checked in the pytest process."""
-    names = torch_stack() if config.getini("ranks_preload_torch") else []
-    for name in config.getini("ranks_preload"):
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError) as exc:
-            found, reason = False, f"{type(exc).__name__}: {exc}"
-        else:
-            reason = "no such module"
-        if not found:
-            message = (
-                f"ranks_preload names {name!r}, which cannot be imported here ({reason}); "
-                "install it or remove it from the ranks_preload ini option"
-            )
-            pytest.fail(message, pytrace=False)
-        names.append(name)
-    return names
-
-
-def _forkserver(config: pytest.Config) -> ForkServerContext:
-    """The session's forkserver, started on first use with its modules imported."""
-    global _context, _started  # noqa: PLW0603 - one forkserver for the whole session
-    if _context is None:
-        context = multiprocessing.get_context("forkserver")
-        assert isinstance(context, ForkServerContext)
-        names = _preload_names(config)
-        context.set_forkserver_preload([*BASE, "helios_pg._testing._preload"])
-        start = time.monotonic()
-        # The server reads the names from its environment; nothing else inherits it.
-        os.environ[PRELOAD_VARIABLE] = ",".join(names)
-        try:
-            forkserver.ensure_running()
-        finally:
-            del os.environ[PRELOAD_VARIABLE]
-        # The first fork waits for the server, which imports everything before it forks.
-        probe = context.Process(target=ready, daemon=True)
-        probe.start()
-        probe.join()
-        _started = ServerStart(time.monotonic() - start, (*BASE, *names))
-        _context = context
-    return _context
-
-
-def server_start() -> ServerStart | None:
-    """How this session's forkserver started, or None when no ranks test started it."""
-    return _started
 
 
 def _arguments(item: pytest.Function) -> tuple[bytes, bool]:
@@ -261,7 +196,7 @@ def run_on_ranks(item: pytest.Function, marker: pytest.Mark, *, reuse: bool) -> 
 def _run_reused(job: RankJob, directory: Path, spec: RanksSpec, config: pytest.Config) -> None:
     # Ranks that once ran nccl keep CUDA initialized: kept apart from the gloo ones.
     key = (spec.world_size, spec.backend)
-    pool = _pools.pop(key, None) or _Pool(_forkserver(config), spec.world_size)
+    pool = _pools.pop(key, None) or _Pool(forkserver_context(config), spec.world_size)
     for conn in pool.conns:
         conn.send(job)
     try:
@@ -273,7 +208,7 @@ def _run_reused(job: RankJob, directory: Path, spec: RanksSpec, config: pytest.C
 
 
 def _run_fresh(job: RankJob, directory: Path, timeout: float, config: pytest.Config) -> None:
-    context = _forkserver(config)
+    context = forkserver_context(config)
     processes: list[BaseProcess] = []
     conns: dict[Connection, int] = {}
     try:

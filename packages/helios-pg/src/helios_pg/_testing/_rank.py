@@ -1,6 +1,6 @@
 """One rank of a ``ranks`` test: form the group, run the test function, report.
 
-Runs in a process started by the forkserver of :mod:`helios_pg._testing._parent`. Its
+Runs in a process forked by :mod:`helios_pg._testing._forkserver`'s server. Its
 stdout and stderr go to files the parent reads; ``SIGUSR1`` dumps every thread's Python
 stack to a file of its own (faulthandler), which the parent asks for when the test runs
 past its deadline. The outcome goes back over a pipe as an :class:`Outcome`.

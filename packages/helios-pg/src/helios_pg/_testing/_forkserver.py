@@ -1,0 +1,84 @@
+"""The ranks' forkserver: one per pytest session, started on first use.
+
+Its process imports torch and helios_pg (and what :mod:`helios_pg._testing._preload`
+adds) before it forks any rank, so a rank starts in milliseconds instead of importing
+torch. How long it took to start is kept for the terminal summary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass
+from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext
+
+import pytest
+
+from helios_pg._testing._preload import BASE, PRELOAD_VARIABLE, ready, torch_stack
+
+__all__ = ["ServerStart", "forkserver_context", "server_start"]
+
+_context: ForkServerContext | None = None
+
+
+@dataclass(frozen=True)
+class ServerStart:
+    """How the session's forkserver started: what it imported, and how long it took."""
+
+    seconds: float
+    preloaded: tuple[str, ...]
+
+
+_started: ServerStart | None = None
+
+
+def _preload_names(config: pytest.Config) -> list[str]:
+    """What the forkserver imports beyond :data:`BASE`, checked in the pytest process."""
+    names = torch_stack() if config.getini("ranks_preload_torch") else []
+    for name in config.getini("ranks_preload"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError) as exc:
+            found, reason = False, f"{type(exc).__name__}: {exc}"
+        else:
+            reason = "no such module"
+        if not found:
+            message = (
+                f"ranks_preload names {name!r}, which cannot be imported here ({reason}); "
+                "install it or remove it from the ranks_preload ini option"
+            )
+            pytest.fail(message, pytrace=False)
+        names.append(name)
+    return names
+
+
+def forkserver_context(config: pytest.Config) -> ForkServerContext:
+    """The session's forkserver, started on first use with its modules imported."""
+    global _context, _started  # noqa: PLW0603 - one forkserver for the whole session
+    if _context is None:
+        context = multiprocessing.get_context("forkserver")
+        assert isinstance(context, ForkServerContext)
+        names = _preload_names(config)
+        context.set_forkserver_preload([*BASE, "helios_pg._testing._preload"])
+        start = time.monotonic()
+        # The server reads the names from its environment; nothing else inherits it.
+        os.environ[PRELOAD_VARIABLE] = ",".join(names)
+        try:
+            forkserver.ensure_running()
+        finally:
+            del os.environ[PRELOAD_VARIABLE]
+        # The first fork waits for the server, which imports everything before it forks.
+        probe = context.Process(target=ready, daemon=True)
+        probe.start()
+        probe.join()
+        _started = ServerStart(time.monotonic() - start, (*BASE, *names))
+        _context = context
+    return _context
+
+
+def server_start() -> ServerStart | None:
+    """How this session's forkserver started, or None when no ranks test started it."""
+    return _started
