@@ -1,4 +1,4 @@
-"""The public surface of helios_pg: exactly the names below, each documented, loaded lazily.
+"""The public surface of helios_pg: exactly its ``__all__``, each name documented, loaded lazily.
 
 ``helios_pg/__init__.py`` lists each name once, in a table of the modules that define
 them; its ``TYPE_CHECKING`` imports restate that table for type checkers and are held
@@ -8,7 +8,6 @@ equal to it here. Importing the package imports neither torch nor pytest.
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import subprocess
 import sys
@@ -16,34 +15,14 @@ import types
 from pathlib import Path
 
 import helios_pg
+from tests.support.public_api import surface_problems
 
-PUBLIC = [
-    "BackendUnavailableError",
-    "DeviceBindingError",
-    "ProcessGroupInitError",
-    "RendezvousConfigError",
-    "default_backend",
-    "init",
-    "init_dist",
-    "is_dist_active",
-    "local_device",
-    "process_group",
-    "shutdown",
-    "shutdown_dist",
-]
-"""Adding or removing a public name is an API change: update this list with it."""
 PLUGIN = "pytest_plugin"
 """The pytest11 entry point's module: an attribute of the package once pytest loaded it."""
 
 
-def test_all_lists_exactly_the_public_names() -> None:
-    assert sorted(helios_pg.__all__) == PUBLIC
-
-
-def test_dir_lists_only_the_public_names() -> None:
-    public = {name for name in dir(helios_pg) if not name.startswith("_")}
-
-    assert public == set(PUBLIC)
+def test_the_public_surface_is_all_and_documented() -> None:
+    assert surface_problems(helios_pg) == {}
 
 
 def test_no_other_public_name_is_in_the_namespace() -> None:
@@ -51,7 +30,7 @@ def test_no_other_public_name_is_in_the_namespace() -> None:
     # that __init__ imported, such as importlib or TYPE_CHECKING). pytest rewrites the
     # asserts of a plugin's package and adds names such as "@py_builtins", which no
     # attribute access can reach.
-    for name in PUBLIC:
+    for name in helios_pg.__all__:
         getattr(helios_pg, name)
     public = {
         name
@@ -61,18 +40,7 @@ def test_no_other_public_name_is_in_the_namespace() -> None:
         and not (name == PLUGIN and isinstance(value, types.ModuleType))
     }
 
-    assert public == set(PUBLIC)
-
-
-def test_every_public_function_and_class_has_a_docstring() -> None:
-    undocumented = [
-        name
-        for name in PUBLIC
-        if (inspect.isfunction(obj := getattr(helios_pg, name)) or inspect.isclass(obj))
-        and not inspect.getdoc(obj)
-    ]
-
-    assert undocumented == []
+    assert public == set(helios_pg.__all__)
 
 
 def type_checking_imports() -> set[tuple[str, str | None, str]]:
