@@ -7,11 +7,11 @@ on, from the installed package's ``py.typed`` inline annotations.
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from typing_extensions import assert_type  # typing's from Python 3.11 on
 
 import helios_collectives
 from helios_collectives import (
@@ -29,11 +29,6 @@ from helios_collectives import (
     gather_uneven,
     safe_barrier,
 )
-
-if sys.version_info >= (3, 11):
-    from typing import assert_type
-else:  # mypy checks this branch for python_version 3.10; mypy itself needs typing_extensions
-    from typing_extensions import assert_type
 
 
 def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:

@@ -8,8 +8,9 @@ has the exact types downstream code relies on, from the installed package's
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
+
+from typing_extensions import assert_type  # typing's from Python 3.11 on
 
 import helios_env
 from helios_env import (
@@ -26,11 +27,6 @@ from helios_env import (
     inspect_environment,
     is_using_torchrun,
 )
-
-if sys.version_info >= (3, 11):
-    from typing import assert_type
-else:  # mypy checks this branch for python_version 3.10; mypy itself needs typing_extensions
-    from typing_extensions import assert_type
 
 
 def consume(environ: Mapping[str, str]) -> None:

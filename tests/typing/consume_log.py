@@ -12,6 +12,8 @@ import io
 import logging
 import sys
 
+from typing_extensions import assert_type  # typing's from Python 3.11 on
+
 import helios_log
 from helios_log import (
     HANDLER_NAME,
@@ -26,11 +28,6 @@ from helios_log import (
     on_local_rank,
     setup_rank_logging,
 )
-
-if sys.version_info >= (3, 11):
-    from typing import assert_type
-else:  # mypy checks this branch for python_version 3.10; mypy itself needs typing_extensions
-    from typing_extensions import assert_type
 
 
 class Sink:

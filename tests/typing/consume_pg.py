@@ -6,11 +6,11 @@ mypy --strict checks the public API as downstream code sees it from the wheel.
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from typing_extensions import assert_type  # typing's from Python 3.11 on
 
 import helios_pg
 from helios_env import DistributedInfo
@@ -28,11 +28,6 @@ from helios_pg import (
     shutdown,
     shutdown_dist,
 )
-
-if sys.version_info >= (3, 11):
-    from typing import assert_type
-else:  # mypy checks this branch for python_version 3.10; mypy itself needs typing_extensions
-    from typing_extensions import assert_type
 
 
 def consume(group: dist.ProcessGroup) -> None:
