@@ -32,17 +32,16 @@ no ``ip``), and fails it under ``CI=true``. Never imports torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
 import random
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +49,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import DEFAULT_LIMIT, Finished, is_alive, run_processes
+from tests.support.procs import (
+    DEFAULT_LIMIT,
+    Finished,
+    kill_until_gone,
+    marked_processes,
+    run_processes,
+)
 
 __all__ = [
     "INTERFACE",
@@ -152,38 +157,13 @@ def _netns_inode(name: str) -> int | None:
 
 def _processes(inodes: Collection[int], marker: str | None) -> list[int]:
     """Live processes in one of the network namespaces ``inodes`` or carrying ``marker``."""
-    needle = f"{MARKER}={marker}".encode() if marker else None
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            ours = (entry / "ns" / "net").stat().st_ino in inodes
-            if not ours and needle is not None:
-                ours = needle in (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if ours and is_alive(int(entry.name)):
-            found.append(int(entry.name))
-    return found
+    return marked_processes(MARKER, marker, inodes)
 
 
 def _kill_all(inodes: Collection[int], marker: str | None, limit: float = STOP_LIMIT) -> list[int]:
     """SIGKILL the processes of ``_processes`` until none is left; return those killed."""
-    killed: set[int] = set()
-    deadline = time.monotonic() + limit
-    while True:
-        pids = _processes(inodes, marker)
-        if not pids:
-            return sorted(killed)
-        if time.monotonic() > deadline:
-            message = f"processes of the virtual nodes survived SIGKILL: {pids}"
-            raise NodesError(message)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        killed.update(pids)
-        time.sleep(0.05)
+    find = functools.partial(_processes, inodes, marker)
+    return kill_until_gone(find, NodesError, "processes of the virtual nodes", limit)
 
 
 def _taken_networks() -> list[ipaddress.IPv4Network]:

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ __all__ = [
     "free_port",
     "is_alive",
     "is_launcher_variable",
+    "kill_until_gone",
+    "marked_processes",
     "plain_environment",
     "results",
     "run_hand_started",
@@ -125,6 +127,53 @@ def is_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def marked_processes(variable: str, value: str | None, netns: Iterable[int] = ()) -> list[int]:
+    """Live processes whose environment holds ``variable=value``, or in a network namespace.
+
+    Args:
+        variable: The marker's name.
+        value: The marker's value; None matches by namespace only.
+        netns: Inodes of network namespaces whose every process matches.
+    """
+    needle = f"{variable}={value}".encode() if value is not None else None
+    inodes = set(netns)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            ours = bool(inodes) and (entry / "ns" / "net").stat().st_ino in inodes
+            if not ours and needle is not None:
+                ours = needle in (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if ours and is_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_until_gone(
+    find: Callable[[], list[int]], error: type[Exception], what: str, limit: float
+) -> list[int]:
+    """SIGKILL the processes ``find`` returns until it returns none; return those killed.
+
+    Raises:
+        error: Some still live after ``limit`` seconds, named as ``what``.
+    """
+    killed: set[int] = set()
+    deadline = time.monotonic() + limit
+    while pids := find():
+        if time.monotonic() > deadline:
+            message = f"{what} survived SIGKILL: {pids}"
+            raise error(message)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed.update(pids)
+        time.sleep(0.05)
+    return sorted(killed)
 
 
 # The operating system's randomness: processes forked from one another pick apart.

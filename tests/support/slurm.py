@@ -22,6 +22,7 @@ installs the tools. This module never imports torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -36,7 +37,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.netns import VirtualNodes, with_cgroups
-from tests.support.procs import Finished, base_env, free_port, is_alive, run_processes
+from tests.support.procs import (
+    Finished,
+    base_env,
+    free_port,
+    kill_until_gone,
+    marked_processes,
+    run_processes,
+)
 
 __all__ = [
     "INSTALL_HINT",
@@ -298,38 +306,13 @@ def _stop(proc: subprocess.Popen[bytes], limit: float = STOP_LIMIT) -> None:
     proc.wait()
 
 
-def _strays(marker: str) -> list[int]:
-    """Processes whose environment holds ``MARKER=marker``: slurmstepd and its tasks.
-
-    slurmd double-forks slurmstepd, so they are in no session of ours.
-    """
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
-
-
 def _kill_strays(marker: str, limit: float = STOP_LIMIT) -> None:
-    deadline = time.monotonic() + limit
-    while True:
-        pids = [pid for pid in _strays(marker) if is_alive(pid)]
-        if not pids:
-            return
-        if time.monotonic() > deadline:
-            message = f"processes of the private cluster survived SIGKILL: {pids}"
-            raise ClusterError(message)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
+    """SIGKILL every process whose environment holds ``MARKER=marker``.
+
+    slurmd double-forks slurmstepd, so it and its tasks are in no session of ours.
+    """
+    find = functools.partial(marked_processes, MARKER, marker)
+    kill_until_gone(find, ClusterError, "processes of the private cluster", limit)
 
 
 def _wait_ready(cluster: Cluster, daemons: Sequence[subprocess.Popen[bytes]], limit: float) -> None:
