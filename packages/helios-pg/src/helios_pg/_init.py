@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -13,32 +12,23 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore, PrefixStore
 
-from helios_env import (
-    DistributedInfo,
-    EnvironmentReport,
-    Launcher,
-    get_dist_info,
-    inspect_environment,
-)
-from helios_env._interface import VARIABLE as GLOO_INTERFACE
-from helios_env._interface import gloo_interface
-from helios_env._layout import Layout, forget_layout, record_layout
+from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
+from helios_env._layout import Layout, forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._failure import install as install_reporter
 from helios_pg._failure import uninstall as uninstall_reporter
-from helios_pg._layout import exchange_hosts, layout_of
-from helios_pg._rendezvous import EnvStore, Meeting, default_timeout, open_store, side_channel
+from helios_pg._interface import release_gloo
+from helios_pg._layout import learn_after_init, prepare_nodes
+from helios_pg._meeting import connect_env, find_meeting
+from helios_pg._rendezvous import EnvStore, Meeting, default_timeout
 from helios_pg._torch import destroy_without_deadlock
 from helios_pg._torch_errors import explain_failure, map_torch_errors
 from helios_pg._watchdog import hang_timeout_from
-from helios_pg._watchdog import start as start_watchdog
 from helios_pg._watchdog import stop as stop_watchdog
+from helios_pg._watchers import after_init
 
 __all__ = ["init", "process_group", "shutdown"]
-
-_MPI = (Launcher.OPEN_MPI, Launcher.MVAPICH2, Launcher.LSF, Launcher.MPICH)
 
 
 def _require_distributed() -> None:
@@ -74,175 +64,6 @@ def _local_store(rank: int) -> dict[str, Any]:
     return {"store": HashStore(), "world_size": 1, "rank": 0}
 
 
-def _mpi_rendezvous(rank: int, addr: str | None, port: int | None) -> tuple[str, int] | None:
-    """Rank 0's host, and a port it chose when none was derived, sent through MPI.
-
-    Used when mpi4py is importable and the environment cannot say where rank 0 is
-    (mpirun on several nodes), or which port to use (MPICH sets no job id).
-    """
-    try:
-        from mpi4py import MPI  # type: ignore[import-not-found, unused-ignore]
-    except (ImportError, OSError, RuntimeError):
-        # Not installed, or installed without an MPI library it can load.
-        return None
-    mine: tuple[str, int] | None = None
-    if rank == 0:
-        chosen = port
-        if chosen is None:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                probe.bind(("", 0))  # a free port; rank 0 binds it again at once
-                chosen = int(probe.getsockname()[1])
-        mine = (addr if addr is not None else socket.gethostname(), chosen)
-    sent: object = MPI.COMM_WORLD.bcast(mine, root=0)
-    if not isinstance(sent, tuple) or len(sent) != 2:
-        return None
-    host, chosen_port = sent
-    return (str(host), int(chosen_port)) if isinstance(chosen_port, int) else None
-
-
-def _meeting(report: EnvironmentReport, rank: int, world_size: int, *, need_rank: bool) -> Meeting:
-    addr, port = report.master_addr, report.master_port
-    addr_source = report.sources.get("master_addr", "MASTER_ADDR")
-    port_source = report.sources.get("master_port", "")
-    if (addr is None or port is None) and report.launcher in _MPI:
-        sent = _mpi_rendezvous(rank, addr, port)
-        if sent is not None:
-            if addr is None:
-                addr_source = "derived: rank 0's host, sent through MPI (mpi4py)"
-            if port is None:
-                port_source = "derived: a free port rank 0 chose, sent through MPI (mpi4py)"
-            addr, port = sent
-    missing = []
-    if need_rank:
-        missing.append("RANK")
-    if addr is None:
-        missing.append("MASTER_ADDR")
-    if port is None:
-        missing.append("MASTER_PORT")
-    if missing:
-        why = [
-            f"{name}: {report.sources[key]}"
-            for name, key in (("MASTER_ADDR", "master_addr"), ("MASTER_PORT", "master_port"))
-            if name in missing and report.sources.get(key, "not set") != "not set"
-        ]
-        detail = f" ({'; '.join(why)})" if why else ""
-        message = (
-            f"world_size={world_size} needs a rendezvous, but {', '.join(missing)} "
-            f"is not set{detail}; launch with torchrun, srun or mpirun, set the variables, "
-            "or pass init_method or store"
-        )
-        raise RendezvousConfigError(message)
-    assert addr is not None
-    assert port is not None
-    job = report.job if report.job is not None else "a job without a launcher's id"
-    return Meeting(addr, port, addr_source, port_source, job)
-
-
-def _wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> bool:
-    """Whether this init must learn the ranks' hosts.
-
-    It must where no variable says the layout, and on gloo, which may need an interface
-    chosen (a host whose name means loopback). Decided only from what every rank of the
-    job shares, since the exchange needs them all.
-    """
-    if world_size == 1:
-        return False
-    if report.info.node_rank is None or report.info.world_size != world_size:
-        return True
-    if report.sources.get("local_world_size") == "assumed: one node":
-        return True
-    return "gloo" in backend.lower()
-
-
-_chosen_interface: str | None = None
-
-
-def _bind_gloo(backend: str, addr: str | None, num_nodes: int | None) -> None:
-    """Set GLOO_SOCKET_IFNAME when this host's name means loopback on several nodes."""
-    global _chosen_interface  # noqa: PLW0603 - undone by shutdown()
-    if "gloo" not in backend.lower():
-        return
-    decision = gloo_interface(os.environ.get, addr, num_nodes)
-    if decision.problem is not None:
-        raise RendezvousConfigError(decision.problem)
-    if decision.name is not None and not os.environ.get(GLOO_INTERFACE):
-        os.environ[GLOO_INTERFACE] = decision.name
-        _chosen_interface = decision.name
-
-
-def _release_gloo() -> None:
-    global _chosen_interface  # noqa: PLW0603 - see _bind_gloo
-    if _chosen_interface is not None and os.environ.get(GLOO_INTERFACE) == _chosen_interface:
-        del os.environ[GLOO_INTERFACE]
-    _chosen_interface = None
-
-
-def _exchange_failed(rank: int, world_size: int, wait: timedelta) -> Callable[[BaseException], str]:
-    def explain(exc: BaseException) -> str:
-        return (
-            f"rank {rank} of {world_size} joined the group, but the ranks' host names were "
-            f"not all exchanged within {wait.total_seconds():g} s ({exc}); a rank died or "
-            "hangs right after the rendezvous"
-        )
-
-    return explain
-
-
-def _learn(store: Any, prefix: str, rank: int, world_size: int, wait: timedelta) -> Layout:
-    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
-        return layout_of(exchange_hosts(store, prefix, rank, world_size, wait), rank)
-
-
-def _prepare_nodes(
-    report: EnvironmentReport,
-    env_store: EnvStore,
-    meeting: Meeting,
-    *,
-    backend: str,
-    rank: int,
-    timeout: timedelta | None,
-) -> Layout | None:
-    """Learn the layout where needed, then choose gloo's interface, before the group forms."""
-    world_size = int(env_store.world_size)
-    layout = None
-    if _wants_hosts(report, backend, world_size):
-        prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        wait = timeout if timeout is not None else default_timeout(backend)
-        layout = _learn(env_store.store, prefix, rank, world_size, wait)
-    _bind_gloo(backend, meeting.addr, layout.num_nodes if layout else report.num_nodes)
-    return layout
-
-
-def _after_init(
-    layout: Layout | None,
-    meeting: Meeting | None,
-    env_store: EnvStore | None,
-    *,
-    report_failures: bool,
-    hang: float | None,
-) -> None:
-    """Record what init learned; install the failure reporter and the watchdog."""
-    if layout is not None:
-        record_layout(layout)
-    if report_failures:
-        # Opened in the background: a request of a failing rank waits at most 2 s for it.
-        channel = side_channel(meeting, env_store, 2.0) if meeting and env_store else None
-        install_reporter(dist.get_rank(), *(channel or (None, "")))
-    if hang is not None:
-        # Opened now: the watchdog's first tick must find it (else the group's store).
-        watch = side_channel(meeting, env_store) if meeting and env_store else None
-        store, key = watch or (dist.distributed_c10d._get_default_store(), "helios_pg/failed")
-        start_watchdog(
-            rank=dist.get_rank(),
-            world_size=dist.get_world_size(),
-            store=store,
-            key=key.replace("/failed", "/hang", 1),
-            timeout=hang,
-            job=meeting.job if meeting else f"pid-{os.getpid()}",
-            failure_key=key if watch else "",
-        )
-
-
 def _check_arguments(world_size: int, rank: int, hang_timeout: float | None) -> float | None:
     """Check init's own arguments before anything is sent; return the hang timeout."""
     _check_rank_arguments(world_size, rank)
@@ -250,34 +71,6 @@ def _check_arguments(world_size: int, rank: int, hang_timeout: float | None) -> 
         return hang_timeout_from(hang_timeout)
     except ValueError as exc:
         raise RendezvousConfigError(str(exc)) from None
-
-
-def _learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | None:
-    """Learn the layout through the store of a group formed with init_method or store."""
-    world_size = dist.get_world_size()
-    unknown = report.info.node_rank is None or report.info.world_size != world_size
-    assumed = report.sources.get("local_world_size") == "assumed: one node"
-    getter = getattr(dist.distributed_c10d, "_get_default_store", None)
-    if world_size == 1 or not (unknown or assumed) or getter is None:
-        return None
-    store, rank = getter(), dist.get_rank()
-    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
-        generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
-    return _learn(store, f"helios_pg/layout/{generation}", rank, world_size, wait)
-
-
-def _connect_env(
-    meeting: Meeting, rank: int, world_size: int, timeout: timedelta | None, backend: str
-) -> EnvStore:
-    wait = timeout if timeout is not None else default_timeout(backend)
-
-    def explain(exc: BaseException) -> str:
-        return explain_failure(
-            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait, meeting=meeting
-        )
-
-    with map_torch_errors(explain):
-        return open_store(meeting, rank, world_size, wait)
 
 
 def init(
@@ -400,9 +193,9 @@ def init(
     elif _needs_rendezvous_from_env(init_method, store):
         env_rank = rank if rank != -1 else env_info.rank
         need_rank = rank == -1 and report.launcher is Launcher.NONE
-        meeting = _meeting(report, env_rank, effective_world, need_rank=need_rank)
-        env_store = _connect_env(meeting, env_rank, effective_world, timeout, chosen)
-        layout = _prepare_nodes(
+        meeting = find_meeting(report, env_rank, effective_world, need_rank=need_rank)
+        env_store = connect_env(meeting, env_rank, effective_world, timeout, chosen)
+        layout = prepare_nodes(
             report, env_store, meeting, backend=chosen, rank=env_rank, timeout=timeout
         )
         kwargs.update(
@@ -436,7 +229,7 @@ def init(
         except Exception:
             if dist.is_initialized():
                 destroy_without_deadlock()
-            _release_gloo()
+            release_gloo()
             joined = env_store.joined() if env_store is not None else None
             # Drop the store here, not when the traceback goes: rank 0's store listens
             # on MASTER_PORT, and a retry must be able to bind it again.
@@ -444,8 +237,8 @@ def init(
             kwargs.clear()
             raise
     if layout is None and not direct_single and meeting is None:
-        layout = _learn_after_init(report, timeout or default_timeout(chosen))
-    _after_init(layout, meeting, env_store, report_failures=report_failures, hang=hang)
+        layout = learn_after_init(report, timeout or default_timeout(chosen))
+    after_init(layout, meeting, env_store, report_failures=report_failures, hang=hang)
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:
@@ -463,7 +256,7 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
         # Also after a torch.distributed.destroy_process_group() of its own: what init
         # set up goes with the default group.
         forget_layout()
-        _release_gloo()
+        release_gloo()
         stop_watchdog()
         uninstall_reporter()
     if not dist.is_available() or not dist.is_initialized():

@@ -5,19 +5,28 @@ several nodes, a group formed with ``init_method`` and no variables), and to cou
 the hosts a job really spans. Through the rendezvous store, not a collective: every
 rank writes its host name, rank 0 reads them all and publishes the list, every rank
 reads that one key. The ranks of rank 0's host form node 0, the next new host node
-1, and so on, in rank order.
+1, and so on, in rank order. :func:`prepare_nodes` does it before the group forms, then
+has gloo's interface chosen for the nodes found; with ``init_method`` or ``store``,
+:func:`learn_after_init` does it through the store of the group that formed.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from helios_env._layout import Layout
+import torch.distributed as dist
 
-__all__ = ["exchange_hosts", "layout_of"]
+from helios_env import EnvironmentReport
+from helios_env._layout import Layout
+from helios_pg._interface import bind_gloo
+from helios_pg._rendezvous import EnvStore, Meeting, default_timeout
+from helios_pg._torch_errors import map_torch_errors
+
+__all__ = ["exchange_hosts", "layout_of", "learn_after_init", "prepare_nodes", "wants_hosts"]
 
 _POLL_LIMIT = 0.05
 
@@ -85,3 +94,98 @@ def layout_of(hosts: list[str], rank: int) -> Layout:
         local_rank=hosts[:rank].count(mine),
         local_world_size=hosts.count(mine),
     )
+
+
+def wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> bool:
+    """Whether this init must learn the ranks' hosts.
+
+    It must where no variable says the layout, and on gloo, which may need an interface
+    chosen (a host whose name means loopback). Decided only from what every rank of the
+    job shares, since the exchange needs them all.
+
+    Args:
+        report: What ``helios_env`` found in the environment.
+        backend: The backend the group will use.
+        world_size: The number of processes.
+
+    Returns:
+        True when every rank must take part in the exchange of host names.
+    """
+    if world_size == 1:
+        return False
+    if report.info.node_rank is None or report.info.world_size != world_size:
+        return True
+    if report.sources.get("local_world_size") == "assumed: one node":
+        return True
+    return "gloo" in backend.lower()
+
+
+def _exchange_failed(rank: int, world_size: int, wait: timedelta) -> Callable[[BaseException], str]:
+    def explain(exc: BaseException) -> str:
+        return (
+            f"rank {rank} of {world_size} joined the group, but the ranks' host names were "
+            f"not all exchanged within {wait.total_seconds():g} s ({exc}); a rank died or "
+            "hangs right after the rendezvous"
+        )
+
+    return explain
+
+
+def _learn(store: Any, prefix: str, rank: int, world_size: int, wait: timedelta) -> Layout:
+    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
+        return layout_of(exchange_hosts(store, prefix, rank, world_size, wait), rank)
+
+
+def prepare_nodes(
+    report: EnvironmentReport,
+    env_store: EnvStore,
+    meeting: Meeting,
+    *,
+    backend: str,
+    rank: int,
+    timeout: timedelta | None,
+) -> Layout | None:
+    """Learn the layout where needed, then choose gloo's interface, before the group forms.
+
+    Args:
+        report: What ``helios_env`` found in the environment.
+        env_store: The store every rank reached.
+        meeting: Where the ranks met.
+        backend: The backend the group will use.
+        rank: This process's global rank.
+        timeout: init's ``timeout``; None waits as long as torch would for ``backend``.
+
+    Returns:
+        This rank's layout, or None where :func:`wants_hosts` needs no exchange.
+    """
+    world_size = int(env_store.world_size)
+    layout = None
+    if wants_hosts(report, backend, world_size):
+        prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
+        wait = timeout if timeout is not None else default_timeout(backend)
+        layout = _learn(env_store.store, prefix, rank, world_size, wait)
+    bind_gloo(backend, meeting.addr, layout.num_nodes if layout else report.num_nodes)
+    return layout
+
+
+def learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | None:
+    """Learn the layout through the store of a group formed with init_method or store.
+
+    Args:
+        report: What ``helios_env`` found in the environment.
+        wait: How long to wait for the other ranks' host names.
+
+    Returns:
+        This rank's layout, or None when the environment already says it (or the
+        group has no store to exchange through).
+    """
+    world_size = dist.get_world_size()
+    unknown = report.info.node_rank is None or report.info.world_size != world_size
+    assumed = report.sources.get("local_world_size") == "assumed: one node"
+    getter = getattr(dist.distributed_c10d, "_get_default_store", None)
+    if world_size == 1 or not (unknown or assumed) or getter is None:
+        return None
+    store, rank = getter(), dist.get_rank()
+    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
+        generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
+    return _learn(store, f"helios_pg/layout/{generation}", rank, world_size, wait)
