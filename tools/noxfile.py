@@ -6,6 +6,7 @@ package index rather than ``uv.lock``::
     uv run nox -f tools/noxfile.py --list          # the sessions, their tags and what they run
     uv run nox -f tools/noxfile.py -s floor        # one session
     uv run nox -f tools/noxfile.py -t light        # the sessions of a tag
+    uv run nox -f tools/noxfile.py -t range --parallel 2   # two sessions at a time
 
 Each test runs once, where its environment matters. The main run (``uv run pytest``, the
 locked newest torch on Python 3.11) runs the default selection; the real launchers and the
@@ -49,14 +50,15 @@ HELIOS = ("helios-env", "helios-log", "helios-pg", "helios-collectives")
 TORCH_FREE = ("helios-env", "helios-log")
 DEFAULT_SELECTION = "not launchers and not slow and not multinode"
 """pytest's ``-m`` on the floor: the default selection and the fault scenarios."""
-# A session's whole test run (about 2 to 7 minutes here); past it pytest is stopped.
-PYTEST_LIMIT = 30 * 60
 
 nox.options.envdir = str(ROOT / ".nox")
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "no"
+# `--parallel N` runs that many sessions at once, each nox in a session of its own, whose
+# processes all go when the run is stopped.
+nox.options.allow_parallel = True
 
 
 def _add_pyenv_interpreters() -> None:
@@ -78,8 +80,7 @@ def _add_pyenv_interpreters() -> None:
 
 
 _add_pyenv_interpreters()
-# A stopped CI run (SIGTERM) interrupts the running command as Ctrl-C would: nox sends it
-# SIGINT, and pytest ends its tests' processes before it exits.
+# A stopped run (SIGTERM) stops the running command as Ctrl-C would.
 signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 # Bytecode is written as modules are first imported: where PYTHONDONTWRITEBYTECODE is set
@@ -120,9 +121,6 @@ def pytest(session: nox.Session, *args: str) -> None:
     session.chdir(ROOT)
     warm_bytecode(session)
     session.run(
-        "timeout",
-        "--kill-after=60",
-        str(PYTEST_LIMIT),
         "python",
         "-m",
         "pytest",
@@ -133,8 +131,9 @@ def pytest(session: nox.Session, *args: str) -> None:
         *session.posargs,
         env=TEST_ENV,
         external=True,
-        # Ctrl-C or a stopped CI run: pytest gets the time to end its ranks.
-        interrupt_timeout=30,
+        # Stopped (Ctrl-C, SIGTERM): pytest gets SIGTERM at once, SIGKILL 30 s later.
+        interrupt_timeout=0.5,
+        terminate_timeout=30,
     )
 
 
