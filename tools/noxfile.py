@@ -226,19 +226,12 @@ def third_party_requirements(dist: Path, name: str) -> list[str]:
 
 IMPORT_PROBE = """
 import importlib, sys
-venv, name, torch_free = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+venv, name, forbidden = sys.argv[1], sys.argv[2], set(sys.argv[3:])
 module = importlib.import_module(name)
 assert module.__file__.startswith(venv), f"{name} is not the wheel's: {module.__file__}"
 print(name, "from", module.__file__)
-if torch_free:
-    assert "torch" not in sys.modules, f"importing {name} imported torch"
-"""
-ENTRY_POINT_PROBE = """
-import importlib.metadata, sys
-(entry,) = [e for e in importlib.metadata.entry_points(group="pytest11") if e.name == "helios_pg"]
-entry.load()
-assert "torch" not in sys.modules, "loading the ranks plugin imported torch"
-print("pytest11 entry point", entry.value, "loads without torch")
+loaded = sorted(forbidden & {m.partition(".")[0] for m in sys.modules})
+assert not loaded, f"importing {name} imported {loaded}"
 """
 RANKS_SESSION_INI = """\
 [pytest]
@@ -248,6 +241,23 @@ filterwarnings =
     # torch without numpy (which helios-pg does not need) says so as it is imported.
     ignore:Failed to initialize NumPy:UserWarning
 """
+
+
+def plugin_sessions(session: nox.Session, work: Path) -> None:
+    """A pytest session without ranks tests, then one with: the plugin from its entry point."""
+    wheel_tests = ROOT / "tests" / "wheel"
+    plain, ranks = work / "plain", work / "ranks"
+    for folder in (plain, ranks):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        (folder / "pytest.ini").write_text(RANKS_SESSION_INI)
+    # Its conftest fails the session if the plugin did not load or torch was imported.
+    shutil.copy(wheel_tests / "plain_conftest.py", plain / "conftest.py")
+    (plain / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    shutil.copy(wheel_tests / "ranks_session.py", ranks / "test_ranks.py")
+    for folder in (plain, ranks):
+        session.chdir(folder)
+        session.run("python", "-I", "-m", "pytest", "-q", "-rA")
 
 
 @nox.session(python=TOP)
@@ -277,17 +287,15 @@ def wheel(session: nox.Session, package: str) -> None:
     session.chdir(work)
     venv = str(session.virtualenv.location)
     module = package.replace("-", "_")
-    session.run("python", "-I", "-c", IMPORT_PROBE, venv, module, "1" if torch_free else "0")
+    # Only helios-collectives imports torch as it is imported; none imports pytest.
+    forbidden = ["pytest"] if package == "helios-collectives" else ["pytest", "torch"]
+    session.run("python", "-I", "-c", IMPORT_PROBE, venv, module, *forbidden)
     if package == "helios-env":
         session.run("python", "-I", "-m", "helios_env", env={"RANK": None, "WORLD_SIZE": None})
     elif package == "helios-log":
         session.run("python", "-I", "-c", "import helios_log; helios_log.global_print('printed')")
     elif package == "helios-pg":
-        session.run("python", "-I", "-c", ENTRY_POINT_PROBE)
-        test_file = work / "test_ranks_from_the_wheel.py"
-        shutil.copy(ROOT / "tests" / "wheel" / "ranks_session.py", test_file)
-        (work / "pytest.ini").write_text(RANKS_SESSION_INI)
-        session.run("python", "-I", "-m", "pytest", "-q", "-rA", test_file.name)
+        plugin_sessions(session, work)
     else:
         session.run(
             "python", "-I", "-m", "helios_collectives", "--sizes", "4B:64KiB:16", "--iters", "3",
