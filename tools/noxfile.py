@@ -19,9 +19,11 @@ virtual nodes have steps of their own in ``.ci/run``. Here:
 - ``no-torch``: helios-env's and helios-log's tests on Python 3.10 without torch;
 - ``wheel``: each package built, installed alone from its wheel (``--no-index``) with
   only what it declares, the newest versions, on Python 3.13, and what depends on
-  installing alone: ``uv pip check``, the import with ``python -I`` from the wheel, no
-  torch and no third-party package for helios-env and helios-log, the entry points, the
-  downstream ``mypy --strict`` consumer, and for helios-pg one ranks-plugin session.
+  installing alone: ``uv pip check``, the import with ``python -I`` from the wheel (no
+  torch imported but by helios-collectives, no third-party package installed for
+  helios-env and helios-log), the entry points (``python -m``; for helios-pg the ranks
+  plugin in a pytest session that must not import torch, then in one with a ranks
+  test), and the downstream ``mypy --strict`` consumer.
 
 Tags: ``light`` for the sessions that run no torch test (no-torch and the wheels: a
 minute of one core each), ``range`` for floor and top. The interpreters are found on
@@ -131,7 +133,7 @@ def pytest(session: nox.Session, *args: str) -> None:
         *session.posargs,
         env=TEST_ENV,
         external=True,
-        # Stopped (Ctrl-C, SIGTERM): pytest gets SIGTERM at once, SIGKILL 30 s later.
+        # Stopped (Ctrl-C, SIGTERM): pytest gets SIGTERM after 0.5 s, SIGKILL 30 s later.
         interrupt_timeout=0.5,
         terminate_timeout=30,
     )
