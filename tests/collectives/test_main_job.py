@@ -6,7 +6,12 @@ the runs under torchrun start ``python -m helios_collectives`` itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +20,10 @@ import torch.distributed as dist
 
 import helios_pg
 from helios_collectives._errors import SizeSpecError
-from helios_collectives._main.cli import main
+from helios_collectives._main.cli import LOCAL_COPY, main
 from helios_collectives._main.sizes import format_bytes, parse_size, parse_sizes
 from helios_collectives._main.sweep import bus_factor
-from tests.support.procs import run_torchrun
+from tests.support.procs import plain_environment, run_torchrun
 
 QUICK = ["--sizes", "4B:4KiB:32", "--iters", "2", "--warmup", "0"]
 
@@ -26,6 +31,11 @@ QUICK = ["--sizes", "4B:4KiB:32", "--iters", "2", "--warmup", "0"]
 def test_parse_sizes_takes_a_range_with_a_factor() -> None:
     assert parse_sizes("4B:64MiB") == [4 * 4**i for i in range(13)]
     assert parse_sizes("1K:1M:32") == [1024, 32 * 1024, 1024 * 1024]
+
+
+def test_a_range_ends_at_max_also_where_the_factor_steps_over_it() -> None:
+    assert parse_sizes("4B:1MiB:16") == [4, 64, 1024, 16 * 1024, 256 * 1024, 1024 * 1024]
+    assert parse_sizes("8:8") == [8]
 
 
 def test_parse_sizes_takes_a_list() -> None:
@@ -43,6 +53,9 @@ def test_parse_sizes_takes_a_list() -> None:
         ("4B:64MiB:1", "--sizes '4B:64MiB:1': the factor must be an integer >= 2, got '1'"),
         ("4B:64MiB:x", "--sizes '4B:64MiB:x': the factor must be an integer >= 2, got 'x'"),
         ("1:2:3:4", "--sizes '1:2:3:4': use MIN:MAX or MIN:MAX:FACTOR, such as 4B:64MiB:4"),
+        ("3B", "size '3B' (3 B) is not a whole number of float32 elements (4 B each): use 4B"),
+        ("6", "size '6' (6 B) is not a whole number of float32 elements (4 B each): use 4B or 8B"),
+        ("4B:1030B", "size '1030B' (1030 B) is not a whole number of float32 elements"),
     ],
 )
 def test_parse_sizes_rejects_bad_values_naming_them_and_the_fix(spec: str, message: str) -> None:
@@ -76,8 +89,45 @@ def test_a_plain_run_passes_every_check_and_reports_json(
     assert all(check["passed"] for check in data["checks"])
     assert {p["operation"] for p in data["benchmark"]} == {"all_reduce", "all_gather"}
     assert len(data["benchmark"]) == 2 * 3
-    assert "verifying collectives" in err
+    assert data["local_copy"] is True
+    # Not a terminal: no progress, and nothing of the table again on stderr.
+    assert err == ""
     assert not dist.is_initialized()
+
+
+def test_at_world_size_one_the_table_says_its_bandwidth_is_a_local_copy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(QUICK) == 0
+    out = capsys.readouterr().out
+    table = out.split("benchmark (float32, 1 rank, slowest rank's time)\n")[1]
+    assert table.startswith(LOCAL_COPY + "\n")
+
+
+def test_on_a_terminal_progress_is_one_line_rewritten_then_cleared() -> None:
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "helios_collectives", *QUICK],
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            env=plain_environment(os.environ),
+            timeout=120,
+            check=False,
+        )
+        os.close(secondary)
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once everything written was read
+            while chunk := os.read(primary, 65536):
+                shown += chunk
+    finally:
+        os.close(primary)
+    assert done.returncode == 0, shown
+    progress = shown.decode()
+    assert "\n" not in progress.replace("\r\n", "\n").strip("\n")
+    assert progress.count("\r\x1b[K") >= 2 * 3
+    assert progress.endswith("\r\x1b[K")
+    assert "all_gather 4 KiB" in progress
 
 
 def test_a_bad_sizes_value_exits_with_status_two_naming_it(
@@ -107,6 +157,8 @@ def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
     assert done.stdout.count("collective checks") == 1
     assert "FAILED" not in done.stdout
     assert "busbw (GB/s)" in done.stdout
+    assert LOCAL_COPY not in done.stdout
+    assert "all_reduce" not in done.stderr
     assert "launcher       torchrun" in done.stdout
     # Both ranks' bindings are listed by rank 0.
     binding = done.stdout.split("device binding")[1].split("collective checks")[0]

@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+LOCAL_COPY = (
+    "one rank: nothing crosses a link; algbw is the rate of a local copy, not a transfer, "
+    "and busbw is 0 (run under torchrun for a transfer)"
+)
+
+
 def _binding(device: torch.device, info: DistributedInfo) -> dict[str, Any]:
     return {
         "rank": info.rank,
@@ -127,7 +133,10 @@ def _print_text(
             print(f"          rank {rank}: {why}", file=out)
     if points:
         world = max(len(bindings), 1)  # one binding per rank
-        print(f"\nbenchmark (float32, {world} rank(s), slowest rank's time)", file=out)
+        ranks = "1 rank" if world == 1 else f"{world} ranks"
+        print(f"\nbenchmark (float32, {ranks}, slowest rank's time)", file=out)
+        if world == 1:
+            print(LOCAL_COPY, file=out)
         rows = [
             [
                 p.operation,
@@ -159,6 +168,8 @@ def _emit(
             "bindings": bindings,
             "checks": [asdict(c) for c in checks],
             "benchmark": [asdict(p) for p in points],
+            # One rank moves nothing: its bandwidth is a local copy's (LOCAL_COPY).
+            "local_copy": len(bindings) == 1,
         }
         text = json.dumps(data, indent=2)
         if json_target == "-":
@@ -205,12 +216,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"helios-collectives: {what}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         rank = dist.get_rank()
-        progress = sys.stderr if rank == 0 else None
+        # Progress only where someone watches it: one line, rewritten, on a terminal.
+        progress = sys.stderr if rank == 0 and sys.stderr.isatty() else None
         device = local_device()
         report = inspect_environment()
         bindings = exchange_objects(_binding(device, report.info), device)
         if progress:
-            print("helios-collectives: verifying collectives ...", file=progress, flush=True)
+            print("helios-collectives: verifying collectives", end="", file=progress, flush=True)
         checks = run_checks(device)
         points: list[SweepPoint] = []
         if not args.no_bench:

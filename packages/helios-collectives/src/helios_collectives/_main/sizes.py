@@ -6,7 +6,10 @@ import re
 
 from helios_collectives._errors import SizeSpecError
 
-__all__ = ["format_bytes", "parse_size", "parse_sizes"]
+__all__ = ["ELEMENT_BYTES", "format_bytes", "parse_size", "parse_sizes"]
+
+ELEMENT_BYTES = 4
+"""The sweep's element size: float32."""
 
 _UNITS = {
     "": 1,
@@ -34,22 +37,33 @@ def parse_size(text: str) -> int:
         The size in bytes.
 
     Raises:
-        SizeSpecError: The text is not a positive size with a known unit.
+        SizeSpecError: The text is not a positive size with a known unit, or not a
+            whole number of float32 elements (the message names the nearest that are).
     """
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNITS or int(match.group(1)) <= 0:
         message = f"size {text!r} is not a positive size such as 4B, 64K or 64MiB"
         raise SizeSpecError(message)
-    return int(match.group(1)) * _UNITS[unit]
+    size = int(match.group(1)) * _UNITS[unit]
+    if size % ELEMENT_BYTES:
+        below = size - size % ELEMENT_BYTES
+        nearest = [n for n in (below, below + ELEMENT_BYTES) if n > 0]
+        options = " or ".join(f"{n}B" for n in nearest)
+        message = (
+            f"size {text!r} ({size} B) is not a whole number of float32 elements "
+            f"({ELEMENT_BYTES} B each): use {options}"
+        )
+        raise SizeSpecError(message)
+    return size
 
 
 def parse_sizes(spec: str) -> list[int]:
     """Parse a ``--sizes`` value: ``MIN:MAX[:FACTOR]`` or a comma-separated list.
 
     Args:
-        spec: ``"4B:64MiB"`` (every power-of-``FACTOR`` step from MIN to MAX, factor
-            4 by default) or ``"8,1K,1MiB"``.
+        spec: ``"4B:64MiB"`` (MIN times every power of ``FACTOR`` below MAX, then MAX
+            itself; factor 4 by default) or ``"8,1K,1MiB"``.
 
     Returns:
         The sizes in bytes, ascending and without duplicates.
@@ -73,10 +87,11 @@ def parse_sizes(spec: str) -> list[int]:
             raise SizeSpecError(message)
         sizes = []
         size = low
-        while size <= high:
+        while size < high:
             sizes.append(size)
             size *= factor
-        return sizes
+        # The sweep ends at MAX, also where the factor steps over it.
+        return [*sizes, high]
     return sorted({parse_size(part) for part in spec.split(",") if part.strip()})
 
 

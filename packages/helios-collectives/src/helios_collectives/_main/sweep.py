@@ -104,7 +104,8 @@ def run_sweep(
         device: The device that holds the tensors.
         iters: Timed operations per size.
         warmup: Untimed operations per size before timing.
-        progress: Where to report each finished size (rank 0 passes ``sys.stderr``).
+        progress: A terminal where one line, rewritten in place and cleared at the
+            end, names the size just measured (rank 0's stderr when it is a terminal).
 
     Returns:
         One point per operation and size, in sweep order.
@@ -141,10 +142,9 @@ def run_sweep(
             )
             points.append(point)
             if progress is not None:
-                print(
-                    f"helios-collectives: {operation} {format_bytes(moved)}: "
-                    f"{point.latency_us:.1f} us",
-                    file=progress,
-                    flush=True,
-                )
+                # One line, rewritten in place: the table follows on stdout.
+                status = f"helios-collectives: {operation} {format_bytes(moved)}"
+                print(f"\r\033[K{status}", end="", file=progress, flush=True)
+    if progress is not None:
+        print("\r\033[K", end="", file=progress, flush=True)
     return points
