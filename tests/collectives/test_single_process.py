@@ -213,8 +213,9 @@ def test_all_reduce_tensors_refuses_an_expanded_tensor(
 
 
 def test_all_reduce_tensors_rejects_unknown_keywords(world_of_one: None) -> None:
-    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['opp'\]"):
-        all_reduce_tensors(torch.ones(2), opp=dist.ReduceOp.MAX)
+    # mypy --strict rejects the misspelt keyword too (tests/typing/consume_collectives.py).
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'opp'"):
+        all_reduce_tensors(torch.ones(2), opp=dist.ReduceOp.MAX)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("value", [3.0, "abc", [torch.ones(1), 2.0]])
@@ -390,8 +391,19 @@ def test_safe_barrier_on_gloo_leaves_device_ids_alone(world_of_one: None, spy: S
 def test_safe_barrier_passes_its_timeout_to_torch(world_of_one: None, spy: Spy) -> None:
     calls = spy("barrier")
     safe_barrier(timeout=timedelta(seconds=5))
-    ((_, kwargs),) = calls
-    assert kwargs["timeout"] == timedelta(seconds=5)
+    safe_barrier(timeout=2.5)
+    assert [kwargs["timeout"] for _, kwargs in calls] == [
+        timedelta(seconds=5),
+        timedelta(seconds=2.5),
+    ]
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("inf")])
+def test_safe_barrier_refuses_a_timeout_that_is_not_positive(
+    world_of_one: None, no_communication: None, timeout: float
+) -> None:
+    with pytest.raises(CollectiveArgumentError, match="timeout must be positive and finite"):
+        safe_barrier(timeout=timeout)
 
 
 @pytest.mark.skipif(BARRIER_TAKES_TIMEOUT, reason="this torch's barrier takes a timeout")

@@ -49,6 +49,8 @@ def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
 
     assert_type(safe_barrier(), None)
     assert_type(safe_barrier(validate=False, group=group), None)
+    assert_type(safe_barrier(timeout=2.5, device_ids=[0]), None)
+    assert_type(safe_barrier(timeout=timedelta(seconds=2)), None)
     assert_type(barrier(30.0), None)
     assert_type(barrier(timeout=timedelta(seconds=5), group=group), None)
 
@@ -91,5 +93,8 @@ def misuse(tensor: torch.Tensor, result: UnevenGather) -> None:
     gather_into_tensor(tensor, "6")  # type: ignore[arg-type]
     gather_into_tensor(tensor, (6,), True)  # type: ignore[call-arg, arg-type]
     all_reduce_tensors(3.0)  # type: ignore[arg-type]
+    # A misspelt keyword is a type error: the collectives take typed keywords.
+    all_reduce_tensors(tensor, opp=dist.ReduceOp.MAX)  # type: ignore[call-arg]
+    safe_barrier(timout=1.0)  # type: ignore[call-arg]
     barrier("5")  # type: ignore[arg-type]
     safe_barrier(validate="yes")  # type: ignore[arg-type]

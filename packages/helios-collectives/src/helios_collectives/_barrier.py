@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,7 +14,8 @@ from torch._C._distributed_c10d import TCPStore
 from torch.distributed.distributed_c10d import Store
 
 from helios_collectives import _barrier_state, _bounded, _wake
-from helios_collectives._errors import BarrierError, BarrierTimeoutError, CollectiveArgumentError
+from helios_collectives._checks import as_timedelta
+from helios_collectives._errors import BarrierError, BarrierTimeoutError
 from helios_collectives._group import global_ranks, require_group
 
 __all__ = ["barrier"]
@@ -23,23 +23,6 @@ __all__ = ["barrier"]
 _AVAILABLE = dist.is_available()
 _MAX_POLL = 0.01  # seconds between polls of the arrival count, at most
 _GAVE_UP = 1 << 40  # added to a barrier's arrival count once a rank has timed out
-
-
-def _as_timedelta(timeout: object) -> timedelta:
-    if isinstance(timeout, timedelta):
-        seconds = timeout.total_seconds()
-    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-        seconds = float(timeout)
-    else:
-        message = (
-            f"timeout must be a datetime.timedelta or a number of seconds, got "
-            f"{type(timeout).__name__}: {timeout!r}"
-        )
-        raise TypeError(message)
-    if not (seconds > 0 and math.isfinite(seconds)):
-        message = f"timeout must be positive and finite, got {timeout!r}"
-        raise CollectiveArgumentError(message)
-    return timedelta(seconds=seconds)
 
 
 def _arrive(store: Store, base: str, me: int, token: str) -> int:
@@ -183,7 +166,7 @@ def barrier(timeout: timedelta | float, *, group: dist.ProcessGroup | None = Non
                 print(f"ranks {exc.missing_ranks} did not arrive within 60 s")
                 raise
     """
-    limit = _as_timedelta(timeout)
+    limit = as_timedelta(timeout)
     if not (_AVAILABLE and dist.is_initialized()):
         return
     group = require_group("barrier", group)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -16,7 +15,6 @@ from helios_collectives._validation_switch import validation_enabled, validation
 
 __all__ = ["all_reduce_tensors"]
 
-_OPTIONS = frozenset({"op", "group", "async_op"})
 _AVAILABLE = dist.is_available()
 _SUM = dist.ReduceOp.SUM
 _AVG = dist.ReduceOp.AVG
@@ -34,16 +32,7 @@ def _as_tensors(tensor: object) -> tuple[list[torch.Tensor], bool]:
     return [check_tensor(t, f"tensor[{i}]") for i, t in enumerate(tensor)], True
 
 
-def _options(kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """Check the keyword arguments; return the group and the op (None for the default)."""
-    unknown = kwargs.keys() - _OPTIONS
-    if unknown:
-        message = (
-            f"all_reduce_tensors got unexpected keyword arguments {sorted(unknown)}; "
-            f"torch.distributed.all_reduce takes {', '.join(sorted(_OPTIONS))}"
-        )
-        raise TypeError(message)
-    async_op = kwargs.get("async_op", False)
+def _refuse_async(async_op: bool) -> None:
     if async_op:
         message = (
             f"all_reduce_tensors returns the reduced tensor, so it cannot run with "
@@ -51,7 +40,6 @@ def _options(kwargs: dict[str, Any]) -> tuple[Any, Any]:
             "yourself, or drop async_op"
         )
         raise CollectiveArgumentError(message)
-    return kwargs.get("group"), kwargs.get("op")
 
 
 def _listing(values: Sequence[object]) -> str:
@@ -61,7 +49,11 @@ def _listing(values: Sequence[object]) -> str:
     )
 
 
-def _problem(tensors: Sequence[torch.Tensor], is_list: bool, op: Any) -> str | None:
+def _problem(
+    tensors: Sequence[torch.Tensor],
+    is_list: bool,
+    op: dist.ReduceOp | dist.ReduceOp.RedOpType | None,
+) -> str | None:
     if is_list:
         if not tensors:
             return "all_reduce_tensors got an empty list; pass at least one tensor"
@@ -89,7 +81,7 @@ def _problem(tensors: Sequence[torch.Tensor], is_list: bool, op: Any) -> str | N
     return None
 
 
-def _op_text(op: Any) -> str:
+def _op_text(op: dist.ReduceOp | dist.ReduceOp.RedOpType | None) -> str:
     if op is None:
         return "ReduceOp.SUM"
     for name, member in dist.ReduceOp.RedOpType.__members__.items():
@@ -101,23 +93,28 @@ def _op_text(op: Any) -> str:
 def all_reduce_tensors(
     tensor: torch.Tensor | Sequence[torch.Tensor],
     *,
+    op: dist.ReduceOp | dist.ReduceOp.RedOpType | None = None,
+    group: dist.ProcessGroup | None = None,
+    async_op: bool = False,
     validate: bool | None = None,
-    **kwargs: Any,
 ) -> torch.Tensor:
     """Reduce tensors across all processes so all have the same value.
 
     Exactly one ``torch.distributed.all_reduce`` runs per call (plus one small
     exchange of each rank's description of the call in validation mode).
 
-    A single tensor is reduced in place and returned. A non-contiguous view is
-    reduced through a contiguous copy that is then copied back into the view, so the
-    result is right on every rank and nothing outside the view is written (gloo
-    reduces the underlying memory of a view as if it were contiguous).
+    The rule: the result is reduced where torch would reduce it, and returned. A single
+    tensor is reduced in place, as ``torch.distributed.all_reduce`` does (clone it
+    first to keep the local value). A list cannot be reduced in place as one buffer:
+    its tensors (0-d, n-d, or both) are flattened and concatenated, in order, into one
+    new 1-D tensor, which is reduced once and returned, and the list's tensors are
+    left unchanged. Split the result with ``torch.split`` and the element counts to
+    get them back.
 
-    A list of tensors (0-d, n-d, or both) is flattened and concatenated, in order,
-    into one new 1-D tensor, which is reduced once and returned; the list's tensors
-    are left unchanged. Split the result with ``torch.split`` and the element counts
-    to get them back.
+    A non-contiguous view is reduced through a contiguous copy that is then copied
+    back into the view, so the result is right on every rank and nothing outside the
+    view is written (gloo reduces the underlying memory of a view as if it were
+    contiguous).
 
     ``op=ReduceOp.AVG`` works on every backend: where the backend is not nccl with
     CUDA tensors it runs as ``SUM`` followed by a division by the group size. It needs
@@ -127,11 +124,12 @@ def all_reduce_tensors(
     Args:
         tensor: The tensor, or list of tensors, to reduce. The list must not be
             empty, and its tensors must share one dtype and one device.
+        op: The reduction, such as ``ReduceOp.AVG``; ``ReduceOp.SUM`` when None.
+        group: The process group; the default group when None.
+        async_op: Only False: the reduced tensor is returned, not a handle.
         validate: Exchange a description of the call first and raise on every rank
             when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
             that variable.
-        **kwargs: Options for ``torch.distributed.all_reduce``: ``op`` (default
-            ``ReduceOp.SUM``), ``group``, and ``async_op`` (only False).
 
     Returns:
         The reduced tensor: ``tensor`` itself for a single tensor, else a new 1-D
@@ -147,8 +145,8 @@ def all_reduce_tensors(
             before anything is sent, in every mode).
         CollectiveMismatchError: In validation mode, the ranks' calls differ (a
             ``ValueError``, raised on every rank).
-        TypeError: ``tensor`` is not a tensor or list of tensors, or an unknown
-            keyword argument was given.
+        TypeError: ``tensor`` is not a tensor or list of tensors, or ``group`` is not
+            a process group.
 
     Example::
 
@@ -162,7 +160,9 @@ def all_reduce_tensors(
             totals = all_reduce_tensors([loss, counts])  # one collective: [loss, *counts]
     """
     if (
-        not kwargs
+        op is None
+        and group is None
+        and not async_op
         and type(tensor) is torch.Tensor
         and _AVAILABLE
         and dist.is_initialized()
@@ -173,7 +173,7 @@ def all_reduce_tensors(
         # Nothing can be wrong with it that torch would not report itself.
         dist.all_reduce(tensor)
         return tensor
-    group, op = _options(kwargs) if kwargs else (None, None)
+    _refuse_async(async_op)
     tensors, is_list = _as_tensors(tensor)
     pg = require_group("all_reduce_tensors", group)
     problem = _problem(tensors, is_list, op)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import weakref
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from helios_collectives._checks import as_timedelta
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import backend_of, require_group
 from helios_collectives._torch import BARRIER_TAKES_TIMEOUT
@@ -21,7 +23,14 @@ _CUDA: bool | None = None
 _NCCL: weakref.WeakKeyDictionary[dist.ProcessGroup, bool] = weakref.WeakKeyDictionary()
 
 
-def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
+def safe_barrier(
+    *,
+    group: dist.ProcessGroup | None = None,
+    async_op: bool = False,
+    device_ids: list[int] | None = None,
+    timeout: float | timedelta | None = None,
+    validate: bool | None = None,
+) -> None:
     """Wait for every process in the group, and return at once without a group.
 
     Safe in the sense that it is valid whether or not the program runs distributed:
@@ -30,26 +39,33 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
     never has to guess which GPU to synchronize on.
 
     Args:
+        group: The process group; the default group when None.
+        async_op: Only False: the barrier has completed when this returns.
+        device_ids: The GPUs nccl synchronizes on; the current CUDA device when None.
+        timeout: Seconds, or a ``timedelta``, for torch's own barrier (torch 2.12 and
+            later); the group's timeout when None. :func:`barrier` takes a timeout on
+            every torch, and names the ranks that did not arrive.
         validate: Exchange a description of the call first and raise on every rank
             when the ranks are not all in a barrier (see
             ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
-        **kwargs: Keyword arguments for ``torch.distributed.barrier`` (``group``,
-            ``async_op``, ``device_ids``, and from torch 2.12 ``timeout``).
 
     Raises:
         CollectiveMismatchError: In validation mode, some ranks are in another
             collective (a ``ValueError``, raised on every rank).
-        CollectiveArgumentError: ``async_op=True`` was given, or ``timeout`` on a torch
-            older than 2.12 (a ``ValueError``, raised before anything is sent).
+        CollectiveArgumentError: ``async_op=True`` was given, ``timeout`` on a torch
+            older than 2.12, or a ``timeout`` that is not positive (a ``ValueError``,
+            raised before anything is sent).
         TypeError: ``group`` is not a process group.
     """
-    if kwargs.get("async_op"):
+    if async_op:
         message = (
             "safe_barrier(async_op=True) would return before the barrier completes and "
             "drop its handle; call torch.distributed.barrier(async_op=True) for a handle"
         )
         raise CollectiveArgumentError(message)
-    if "timeout" in kwargs and not BARRIER_TAKES_TIMEOUT:
+    # A bad value is named first, on every torch, with or without a group.
+    limit = None if timeout is None else as_timedelta(timeout)
+    if limit is not None and not BARRIER_TAKES_TIMEOUT:
         message = (
             f"safe_barrier(timeout=...) needs torch 2.12 or later, whose barrier takes a "
             f"timeout; this is torch {torch.__version__}. Use helios_collectives.barrier("
@@ -58,16 +74,18 @@ def safe_barrier(*, validate: bool | None = None, **kwargs: Any) -> None:
         raise CollectiveArgumentError(message)
     if not (_AVAILABLE and dist.is_initialized()):
         return
-    if not kwargs and not _cuda_available() and validation_surely_off(validate):
+    plain = group is None and device_ids is None and limit is None
+    if plain and not _cuda_available() and validation_surely_off(validate):
         # The common call without CUDA: no nccl device to name, nothing to validate.
         dist.barrier()
         return
-    group = require_group("safe_barrier", kwargs.get("group"))
+    pg = require_group("safe_barrier", group)
     if not validation_surely_off(validate) and validation_enabled(validate):
-        exchange(Description("safe_barrier"), group)
-    if kwargs.get("device_ids") is None and _uses_nccl(group):
-        kwargs["device_ids"] = [torch.cuda.current_device()]
-    dist.barrier(**kwargs)
+        exchange(Description("safe_barrier"), pg)
+    options: dict[str, Any] = {} if limit is None else {"timeout": limit}
+    if device_ids is not None or _uses_nccl(pg):
+        options["device_ids"] = [torch.cuda.current_device()] if device_ids is None else device_ids
+    dist.barrier(group=group, **options)
 
 
 def _cuda_available() -> bool:
