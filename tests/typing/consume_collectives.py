@@ -23,9 +23,12 @@ from helios_collectives import (
     ProcessGroupNotInitializedError,
     UnevenGather,
     ValidationSettingError,
+    all_reduce_dict,
     all_reduce_tensors,
     barrier,
+    broadcast_object,
     gather_into_tensor,
+    gather_objects,
     gather_uneven,
     safe_barrier,
 )
@@ -46,6 +49,15 @@ def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
     assert_type(result.tensor, torch.Tensor)
     assert_type(result.sizes, tuple[int, ...])
     assert_type(result.split(), tuple[torch.Tensor, ...])
+
+    assert_type(broadcast_object({"lr": 0.1}), dict[str, float])
+    assert_type(broadcast_object(None, src=1, group=group), None)
+    assert_type(gather_objects(3), list[int])
+    assert_type(gather_objects("x", group=group), list[str])
+    assert_type(all_reduce_dict({"loss": tensor, "n": 3}), dict[str, torch.Tensor])
+    assert_type(
+        all_reduce_dict({"a": 1.0}, op=dist.ReduceOp.AVG, group=group), dict[str, torch.Tensor]
+    )
 
     assert_type(safe_barrier(), None)
     assert_type(safe_barrier(validate=False, group=group), None)
@@ -96,5 +108,7 @@ def misuse(tensor: torch.Tensor, result: UnevenGather) -> None:
     # A misspelt keyword is a type error: the collectives take typed keywords.
     all_reduce_tensors(tensor, opp=dist.ReduceOp.MAX)  # type: ignore[call-arg]
     safe_barrier(timout=1.0)  # type: ignore[call-arg]
+    all_reduce_dict({1: tensor})  # type: ignore[dict-item]
+    all_reduce_dict({"a": "high"})  # type: ignore[dict-item]
     barrier("5")  # type: ignore[arg-type]
     safe_barrier(validate="yes")  # type: ignore[arg-type]

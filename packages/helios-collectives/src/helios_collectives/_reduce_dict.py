@@ -1,0 +1,150 @@
+"""all_reduce_dict: a whole dict of metrics reduced in one all-reduce, keys checked first."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import torch
+import torch.distributed as dist
+
+from helios_collectives._errors import CollectiveMismatchError
+from helios_collectives._group import control_device, global_ranks, require_group
+from helios_collectives._objects import gather_objects
+from helios_collectives._reduce import all_reduce_tensors
+from helios_collectives._torch import all_gather_flat
+
+__all__ = ["all_reduce_dict"]
+
+Layout = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def _as_tensor(key: object, value: object) -> torch.Tensor:
+    if not isinstance(key, str):
+        message = f"all_reduce_dict needs str keys, got {key!r} of type {type(key).__name__}"
+        raise TypeError(message)
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(value)
+    message = (
+        f"all_reduce_dict: metrics[{key!r}] must be a torch.Tensor or a number, got "
+        f"{type(value).__name__}: {value!r}"
+    )
+    raise TypeError(message)
+
+
+def _digest(layout: Layout, dtype: torch.dtype) -> int:
+    text = repr((layout, str(dtype))).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+def _mismatch(layouts: list[tuple[Layout, str]], ranks: list[int]) -> CollectiveMismatchError:
+    """The error every rank raises: what differs between the ranks' dicts, and whose."""
+    differences: dict[str, dict[str, tuple[int, ...]]] = {}
+    every = sorted({key for layout, _ in layouts for key, _ in layout})
+    fields = [
+        (
+            f"key {key!r}",
+            [
+                str(list(dict(layout)[key])) if key in dict(layout) else "missing"
+                for layout, _ in layouts
+            ],
+        )
+        for key in every
+    ]
+    fields.append(("dtype", [dtype for _, dtype in layouts]))
+    for field, seen in fields:
+        if len(set(seen)) > 1:
+            by_value: dict[str, list[int]] = {}
+            for rank, value in zip(ranks, seen, strict=True):
+                by_value.setdefault(value, []).append(rank)
+            differences[field] = {value: tuple(who) for value, who in by_value.items()}
+    # The most common dict is the reference; ties go to the lowest rank's.
+    common = max(layouts, key=lambda entry: (layouts.count(entry), -layouts.index(entry)))
+    disagreeing = tuple(r for r, entry in zip(ranks, layouts, strict=True) if entry != common)
+    listed = "; ".join(
+        f"{field}: " + ", ".join(f"{value} on ranks {list(who)}" for value, who in values.items())
+        for field, values in differences.items()
+    )
+    message = (
+        f"all_reduce_dict: the ranks' dicts differ ({listed}); every rank must pass the "
+        "same keys, with values of the same shapes and dtypes"
+    )
+    return CollectiveMismatchError(
+        message,
+        operation="all_reduce_dict",
+        disagreeing_ranks=disagreeing,
+        differences=differences,
+    )
+
+
+def all_reduce_dict(
+    metrics: Mapping[str, torch.Tensor | float],
+    *,
+    op: dist.ReduceOp | dist.ReduceOp.RedOpType | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> dict[str, torch.Tensor]:
+    """Reduce every value of a dict of metrics across ranks, in one all-reduce.
+
+    The values (tensors of any shape, or numbers) are converted to their common dtype,
+    flattened into one buffer on the group's device and reduced with one
+    :func:`all_reduce_tensors` call; ``op=ReduceOp.AVG`` works on every backend. First,
+    one small exchange checks that every rank has the same keys, shapes and common
+    dtype: ranks that differ raise the same error, naming the keys and ranks, instead of
+    reducing mismatched buffers or waiting forever. The dict and its tensors are left
+    unchanged.
+
+    Args:
+        metrics: Names to values, such as ``{"loss": loss, "correct": 17}``.
+        op: The reduction, such as ``ReduceOp.AVG``; ``ReduceOp.SUM`` when None.
+        group: The process group; the default group when None.
+
+    Returns:
+        A new dict with the same keys, in the same order: each value reduced, with its
+        shape (a number becomes a 0-d tensor), in the common dtype, on the group's
+        device (the CPU for gloo, this rank's GPU for nccl).
+
+    Raises:
+        ProcessGroupNotInitializedError: No process group is initialized (a
+            ``RuntimeError``).
+        CollectiveMismatchError: The ranks' dicts differ in keys, shapes or common
+            dtype (a ``ValueError``, raised on every rank, before the reduction).
+        CollectiveArgumentError: ``op=ReduceOp.AVG`` of integer values (a
+            ``ValueError``).
+        TypeError: A key is not a ``str``, or a value neither a tensor nor a number.
+
+    Example::
+
+        import torch
+        from torch.distributed import ReduceOp
+        from helios_collectives import all_reduce_dict
+        from helios_pg import process_group
+
+        with process_group():
+            means = all_reduce_dict({"loss": torch.tensor(0.25), "acc": 0.5}, op=ReduceOp.AVG)
+    """
+    pg = require_group("all_reduce_dict", group)
+    values = {key: _as_tensor(key, value) for key, value in metrics.items()}
+    dtype = torch.float32
+    if values:
+        dtype = next(iter(values.values())).dtype
+        for value in values.values():
+            dtype = torch.promote_types(dtype, value.dtype)
+    layout: Layout = tuple(sorted((key, tuple(value.shape)) for key, value in values.items()))
+    device = control_device(pg)
+    mine = torch.tensor([_digest(layout, dtype)], dtype=torch.int64, device=device)
+    digests = torch.empty(pg.size(), dtype=torch.int64, device=device)
+    all_gather_flat(digests, mine, pg)
+    if len(set(digests.tolist())) > 1:
+        layouts = gather_objects((layout, str(dtype)), group=pg)
+        raise _mismatch(layouts, global_ranks(pg))
+    if not values:
+        return {}
+    order = [key for key, _ in layout]
+    flat = all_reduce_tensors(
+        [values[key].to(device=device, dtype=dtype) for key in order], op=op, group=pg
+    )
+    parts = torch.split(flat, [values[key].numel() for key in order])
+    reduced = {key: part.view(values[key].shape) for key, part in zip(order, parts, strict=True)}
+    return {key: reduced[key] for key in values}
