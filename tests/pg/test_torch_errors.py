@@ -14,29 +14,25 @@ from helios_pg import (
     ProcessGroupInitError,
     RendezvousConfigError,
 )
+from helios_pg._attempt import Attempt
 from helios_pg._errors import JoinTimeoutError
 from helios_pg._rendezvous import Meeting
-from helios_pg._torch_errors import explain_failure, map_torch_errors
+from helios_pg._torch_errors import Step, explain_failure, map_torch_errors
 
 MEETING = Meeting("127.0.0.1", 29999, "MASTER_ADDR", "MASTER_PORT", "a job")
 BUSY = "failed to listen on any local network address ... EADDRINUSE, address already in use"
+ATTEMPT = Attempt.start(
+    backend="gloo", world_size=2, rank=0, timeout=timedelta(seconds=5), meeting=MEETING
+)
 
 
-def explained(exc: BaseException, *, joined: int | None = None) -> str:
-    return explain_failure(
-        exc,
-        backend="gloo",
-        world_size=2,
-        rank=0,
-        timeout=timedelta(seconds=5),
-        meeting=MEETING,
-        joined=joined,
-    )
+def explained(exc: BaseException) -> str:
+    return explain_failure(exc, ATTEMPT, Step.STORE)
 
 
 def mapped(exc: Exception) -> Exception:
     try:
-        with map_torch_errors(explained):
+        with map_torch_errors(ATTEMPT, Step.STORE):
             raise exc
     except Exception as raised:
         return raised

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from torch._C._distributed_c10d import HashStore, PrefixStore
 
 from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
 from helios_env._layout import Layout, forget_layout
+from helios_pg._attempt import Attempt
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
@@ -21,9 +23,9 @@ from helios_pg._failure import uninstall as uninstall_reporter
 from helios_pg._interface import release_gloo
 from helios_pg._layout import learn_after_init, prepare_nodes
 from helios_pg._meeting import connect_env, find_meeting
-from helios_pg._rendezvous import EnvStore, Meeting, default_timeout
+from helios_pg._rendezvous import EnvStore
 from helios_pg._torch import destroy_without_deadlock
-from helios_pg._torch_errors import explain_failure, map_torch_errors
+from helios_pg._torch_errors import Step, map_torch_errors
 from helios_pg._watchdog import hang_timeout_from
 from helios_pg._watchdog import stop as stop_watchdog
 from helios_pg._watchers import after_init
@@ -175,13 +177,18 @@ def init(
         local_rank_known=launched or "LOCAL_RANK" in os.environ or effective_world == 1,
     )
     direct_single = effective_world == 1 and _needs_rendezvous_from_env(init_method, store)
-    chosen = check_backend(backend if backend is not None else default_backend())
+    attempt = Attempt.start(
+        backend=check_backend(backend if backend is not None else default_backend()),
+        world_size=effective_world,
+        rank=rank if rank != -1 else env_info.rank,
+        timeout=timeout,
+        init_method=init_method,
+    )
 
     env_store: EnvStore | None = None
-    meeting: Meeting | None = None
     layout: Layout | None = None
     kwargs: dict[str, Any] = {
-        "backend": chosen,
+        "backend": attempt.backend,
         "init_method": init_method,
         "timeout": timeout,
         "world_size": world_size,
@@ -191,54 +198,37 @@ def init(
     if direct_single:
         kwargs.update(_local_store(rank))
     elif _needs_rendezvous_from_env(init_method, store):
-        env_rank = rank if rank != -1 else env_info.rank
         need_rank = rank == -1 and report.launcher is Launcher.NONE
-        meeting = find_meeting(report, env_rank, effective_world, need_rank=need_rank)
-        env_store = connect_env(meeting, env_rank, effective_world, timeout, chosen)
-        layout = prepare_nodes(
-            report, env_store, meeting, backend=chosen, rank=env_rank, timeout=timeout
-        )
+        meeting = find_meeting(report, attempt.rank, attempt.world_size, need_rank=need_rank)
+        attempt = replace(attempt, meeting=meeting)
+        env_store = connect_env(attempt)
+        layout = prepare_nodes(report, env_store, attempt)
         kwargs.update(
             store=PrefixStore("default_pg", env_store.store),
-            rank=env_rank,
-            world_size=effective_world,
+            rank=attempt.rank,
+            world_size=attempt.world_size,
         )
     if pg_options is not None:
         kwargs["pg_options"] = pg_options
     if device is not None:
         torch.cuda.set_device(device)
-        if "nccl" in chosen.lower():
+        if "nccl" in attempt.backend.lower():
             kwargs["device_id"] = device
-    joined: int | None = None
-
-    def explain(exc: BaseException) -> str:
-        return explain_failure(
-            exc,
-            backend=chosen,
-            world_size=effective_world,
-            rank=rank if rank != -1 else env_info.rank,
-            timeout=timeout,
-            meeting=meeting,
-            init_method=init_method,
-            joined=joined,
-        )
-
-    with map_torch_errors(explain):
+    with map_torch_errors(attempt, Step.GROUP):
         try:
             dist.init_process_group(**kwargs)
         except Exception:
             if dist.is_initialized():
                 destroy_without_deadlock()
             release_gloo()
-            joined = env_store.joined() if env_store is not None else None
             # Drop the store here, not when the traceback goes: rank 0's store listens
             # on MASTER_PORT, and a retry must be able to bind it again.
             env_store = None
             kwargs.clear()
             raise
-    if layout is None and not direct_single and meeting is None:
-        layout = learn_after_init(report, timeout or default_timeout(chosen))
-    after_init(layout, meeting, env_store, report_failures=report_failures, hang=hang)
+    if not direct_single and attempt.meeting is None:  # init_method or store: ask the group
+        layout = learn_after_init(report, attempt)
+    after_init(layout, attempt.meeting, env_store, report_failures=report_failures, hang=hang)
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,9 +22,10 @@ import torch.distributed as dist
 
 from helios_env import EnvironmentReport
 from helios_env._layout import Layout
+from helios_pg._attempt import Attempt
 from helios_pg._interface import bind_gloo
-from helios_pg._rendezvous import EnvStore, Meeting, default_timeout
-from helios_pg._torch_errors import map_torch_errors
+from helios_pg._rendezvous import EnvStore
+from helios_pg._torch_errors import Step, map_torch_errors
 
 __all__ = ["exchange_hosts", "layout_of", "learn_after_init", "prepare_nodes", "wants_hosts"]
 
@@ -120,60 +121,43 @@ def wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> boo
     return "gloo" in backend.lower()
 
 
-def _exchange_failed(rank: int, world_size: int, wait: timedelta) -> Callable[[BaseException], str]:
-    def explain(exc: BaseException) -> str:
-        return (
-            f"rank {rank} of {world_size} joined the group, but the ranks' host names were "
-            f"not all exchanged within {wait.total_seconds():g} s ({exc}); a rank died or "
-            "hangs right after the rendezvous"
-        )
-
-    return explain
-
-
-def _learn(store: Any, prefix: str, rank: int, world_size: int, wait: timedelta) -> Layout:
-    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
-        return layout_of(exchange_hosts(store, prefix, rank, world_size, wait), rank)
+def _learn(store: Any, prefix: str, attempt: Attempt) -> Layout:
+    rank, world_size = attempt.rank, attempt.world_size
+    with map_torch_errors(attempt, Step.EXCHANGE):
+        return layout_of(exchange_hosts(store, prefix, rank, world_size, attempt.wait), rank)
 
 
 def prepare_nodes(
-    report: EnvironmentReport,
-    env_store: EnvStore,
-    meeting: Meeting,
-    *,
-    backend: str,
-    rank: int,
-    timeout: timedelta | None,
+    report: EnvironmentReport, env_store: EnvStore, attempt: Attempt
 ) -> Layout | None:
     """Learn the layout where needed, then choose gloo's interface, before the group forms.
 
     Args:
         report: What ``helios_env`` found in the environment.
         env_store: The store every rank reached.
-        meeting: Where the ranks met.
-        backend: The backend the group will use.
-        rank: This process's global rank.
-        timeout: init's ``timeout``; None waits as long as torch would for ``backend``.
+        attempt: What init knows, with the meeting point; each rank waits
+            ``attempt.wait`` for the others' host names.
 
     Returns:
         This rank's layout, or None where :func:`wants_hosts` needs no exchange.
     """
-    world_size = int(env_store.world_size)
+    assert attempt.meeting is not None  # the store was reached there
     layout = None
-    if wants_hosts(report, backend, world_size):
+    if wants_hosts(report, attempt.backend, attempt.world_size):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        wait = timeout if timeout is not None else default_timeout(backend)
-        layout = _learn(env_store.store, prefix, rank, world_size, wait)
-    bind_gloo(backend, meeting.addr, layout.num_nodes if layout else report.num_nodes)
+        layout = _learn(env_store.store, prefix, attempt)
+    num_nodes = layout.num_nodes if layout else report.num_nodes
+    bind_gloo(attempt.backend, attempt.meeting.addr, num_nodes)
     return layout
 
 
-def learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | None:
+def learn_after_init(report: EnvironmentReport, attempt: Attempt) -> Layout | None:
     """Learn the layout through the store of a group formed with init_method or store.
 
     Args:
         report: What ``helios_env`` found in the environment.
-        wait: How long to wait for the other ranks' host names.
+        attempt: What init knows; each rank waits ``attempt.wait`` for the others'
+            host names, and is named by its rank in the group that formed.
 
     Returns:
         This rank's layout, or None when the environment already says it (or the
@@ -185,7 +169,8 @@ def learn_after_init(report: EnvironmentReport, wait: timedelta) -> Layout | Non
     getter = getattr(dist.distributed_c10d, "_get_default_store", None)
     if world_size == 1 or not (unknown or assumed) or getter is None:
         return None
-    store, rank = getter(), dist.get_rank()
-    with map_torch_errors(_exchange_failed(rank, world_size, wait)):
+    store = getter()
+    formed = replace(attempt, rank=dist.get_rank(), world_size=world_size)
+    with map_torch_errors(formed, Step.EXCHANGE):
         generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
-    return _learn(store, f"helios_pg/layout/{generation}", rank, world_size, wait)
+    return _learn(store, f"helios_pg/layout/{generation}", formed)

@@ -11,12 +11,12 @@ address and port, torch's failures worded in init's terms.
 from __future__ import annotations
 
 import socket
-from datetime import timedelta
 
 from helios_env import EnvironmentReport, Launcher
+from helios_pg._attempt import Attempt
 from helios_pg._errors import RendezvousConfigError
-from helios_pg._rendezvous import EnvStore, Meeting, default_timeout, open_store
-from helios_pg._torch_errors import explain_failure, map_torch_errors
+from helios_pg._rendezvous import EnvStore, Meeting, open_store
+from helios_pg._torch_errors import Step, map_torch_errors
 
 __all__ = ["connect_env", "find_meeting"]
 
@@ -103,27 +103,16 @@ def find_meeting(
     return Meeting(addr, port, addr_source, port_source, job)
 
 
-def connect_env(
-    meeting: Meeting, rank: int, world_size: int, timeout: timedelta | None, backend: str
-) -> EnvStore:
-    """Reach the store at the meeting point, torch's failures worded as init's.
+def connect_env(attempt: Attempt) -> EnvStore:
+    """Reach the store at the attempt's meeting point, torch's failures worded as init's.
 
     Args:
-        meeting: Where the ranks meet.
-        rank: This process's global rank.
-        world_size: The number of processes.
-        timeout: init's ``timeout``; None waits as long as torch would for ``backend``.
-        backend: The backend the group will use.
+        attempt: What init knows, with the meeting point :func:`find_meeting` found;
+            each rank waits ``attempt.wait`` for the others.
 
     Returns:
         The store every rank reached, as :func:`helios_pg._rendezvous.open_store` does.
     """
-    wait = timeout if timeout is not None else default_timeout(backend)
-
-    def explain(exc: BaseException) -> str:
-        return explain_failure(
-            exc, backend=backend, world_size=world_size, rank=rank, timeout=wait, meeting=meeting
-        )
-
-    with map_torch_errors(explain):
-        return open_store(meeting, rank, world_size, wait)
+    assert attempt.meeting is not None  # init found it with find_meeting
+    with map_torch_errors(attempt, Step.STORE):
+        return open_store(attempt.meeting, attempt.rank, attempt.world_size, attempt.wait)

@@ -26,7 +26,6 @@ from datetime import timedelta
 from typing import Any
 
 from torch._C._distributed_c10d import PrefixStore, TCPStore
-from torch.distributed import constants
 
 from helios_pg._errors import JoinTimeoutError, ProcessGroupInitError, RendezvousConfigError
 
@@ -36,7 +35,6 @@ __all__ = [
     "LateStore",
     "Meeting",
     "check_own_address",
-    "default_timeout",
     "open_store",
     "side_channel",
 ]
@@ -76,20 +74,6 @@ class EnvStore:
             return int(self.store.add(self.joined_key, 0))
         except (RuntimeError, ValueError):
             return None
-
-
-def default_timeout(backend: str) -> timedelta:
-    """Torch's default process-group timeout for ``backend``.
-
-    Args:
-        backend: The backend name.
-
-    Returns:
-        The timeout torch would use when none is given.
-    """
-    if "nccl" in backend.lower() and isinstance(constants.default_pg_nccl_timeout, timedelta):
-        return constants.default_pg_nccl_timeout
-    return constants.default_pg_timeout
 
 
 def check_own_address(meeting: Meeting) -> None:

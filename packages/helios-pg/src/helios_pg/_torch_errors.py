@@ -1,24 +1,26 @@
 """torch's errors, turned into helios-pg's in one place: by type, most specific first.
 
 Every call into torch that can fail while a group forms (the rendezvous store, the
-host-name exchange, ``init_process_group``) runs inside :func:`map_torch_errors`,
-which picks the helios class from :data:`FROM_TORCH` and chains torch's error with
-``from``. :func:`explain_failure` words the message, by type as well; torch's text is
-read only where torch has no type for the difference (below).
+host-name exchange, ``init_process_group``) runs inside :func:`map_torch_errors`, given
+init's :class:`~helios_pg._attempt.Attempt` and the :class:`Step` it is at. It picks the
+helios class from :data:`FROM_TORCH` and chains torch's error with ``from``;
+:func:`explain_failure` words the message from what the attempt knows, by type as well.
+torch's text is read only where torch has no type for the difference (below).
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 
 import torch.distributed as dist
 
 from helios_env import LauncherEnvError
+from helios_pg._attempt import Attempt
 from helios_pg._errors import (
     BackendUnavailableError,
     DeviceBindingError,
@@ -28,7 +30,19 @@ from helios_pg._errors import (
 )
 from helios_pg._rendezvous import Meeting
 
-__all__ = ["FROM_TORCH", "explain_failure", "map_torch_errors"]
+__all__ = ["FROM_TORCH", "Step", "explain_failure", "map_torch_errors"]
+
+
+class Step(enum.Enum):
+    """The step of init that failed, for the wording of its error."""
+
+    STORE = enum.auto()
+    """Reaching the rendezvous store and counting in: helios waits ``Attempt.wait``."""
+    EXCHANGE = enum.auto()
+    """Exchanging the ranks' host names: helios waits ``Attempt.wait``."""
+    GROUP = enum.auto()
+    """torch's ``init_process_group``: torch waits init's ``timeout``, or its default."""
+
 
 FROM_TORCH: tuple[tuple[type[BaseException], type[Exception]], ...] = (
     # helios's own count at the store fell short: the message says how many came
@@ -59,11 +73,12 @@ _CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 
 
 @contextmanager
-def map_torch_errors(explain: Callable[[BaseException], str]) -> Iterator[None]:
+def map_torch_errors(attempt: Attempt, step: Step) -> Iterator[None]:
     """Turn torch's errors raised in the block into helios-pg's, chained ``from`` them.
 
     Args:
-        explain: Words the message for torch's error.
+        attempt: What init knows: the message is worded from it.
+        step: The step the block runs.
 
     Yields:
         Nothing; the block runs as it is.
@@ -81,7 +96,7 @@ def map_torch_errors(explain: Callable[[BaseException], str]) -> Iterator[None]:
         for source, target in FROM_TORCH:
             if isinstance(exc, source):
                 cause = exc.cause if isinstance(exc, JoinTimeoutError) else exc
-                raise target(explain(exc)) from cause
+                raise target(explain_failure(exc, attempt, step)) from cause
         raise
 
 
@@ -97,43 +112,39 @@ def _busy_port(head: str, meeting: Meeting | None, store: str, text: str) -> str
     )
 
 
-def explain_failure(
-    exc: BaseException,
-    *,
-    backend: str,
-    world_size: int,
-    rank: int,
-    timeout: timedelta | None,
-    meeting: Meeting | None,
-    init_method: str | None = None,
-    joined: int | None = None,
-) -> str:
-    """Turn torch's init error into one that says what happened and what to do.
+def explain_failure(exc: BaseException, attempt: Attempt, step: Step) -> str:
+    """Turn torch's error at a step of init into one that says what happened and what to do.
 
     Args:
         exc: What torch raised, or the ``JoinTimeoutError`` of helios's own count.
-        backend: The backend being created.
-        world_size: The expected number of ranks.
-        rank: This rank.
-        timeout: The rendezvous timeout, when known.
-        meeting: Where the ranks were to meet, when helios formed the rendezvous.
-        init_method: The ``init_method`` given to ``init``, if any.
-        joined: How many ranks reached the store, when known.
+        attempt: What init knows: backend, ranks, timeouts, where the ranks meet.
+        step: The step that failed.
 
     Returns:
         The message for the mapped error; torch's text is kept at its end.
     """
+    rank, world_size = attempt.rank, attempt.world_size
+    if step is Step.EXCHANGE:
+        return (
+            f"rank {rank} of {world_size} joined the group, but the ranks' host names were "
+            f"not all exchanged within {attempt.wait.total_seconds():g} s ({exc}); a rank "
+            "died or hangs right after the rendezvous"
+        )
+    joined: int | None = None
     if isinstance(exc, JoinTimeoutError):
         joined, exc = exc.joined, exc.cause
     text = str(exc)
+    meeting, init_method = attempt.meeting, attempt.init_method
     if meeting is not None:
         store = f"the rendezvous store at {meeting.where}"
     elif init_method is not None:
         store = f"the rendezvous of init_method={init_method!r}"
     else:
         store = "the store given to init"
+    # helios's own wait at the store; torch's, in the group, named only when it was given
+    timeout = attempt.wait if step is Step.STORE else attempt.timeout
     within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
-    head = f"could not create the {backend} process group (rank {rank} of {world_size})"
+    head = f"could not create the {attempt.backend} process group (rank {rank} of {world_size})"
     # By type, most specific first. torch has a type neither for the count of ranks that
     # joined (only DistStoreError's text says it) nor for a busy port (a DistNetworkError
     # from torch 2.5, a plain RuntimeError before): those are read from the text, within
