@@ -171,8 +171,8 @@ def one_rank_per_launcher() -> Iterator[Any]:
 def test_each_query_validates_only_the_variables_its_answer_reads(
     clean_environ: pytest.MonkeyPatch, environ: dict[str, str]
 ) -> None:
-    from helios_env._launcher import detect_launcher
-    from helios_env._variables import names_for
+    from helios_env._detect import detect_launcher
+    from helios_env._launcher import names_for
 
     names = names_for(detect_launcher(environ))
     assert names is not None

@@ -6,11 +6,12 @@ hand-set ``RANK``/``WORLD_SIZE``, Kubeflow, Open MPI, MVAPICH2, LSF, MPICH and I
 MPI, SLURM), else assumes a single process.
 """
 
+from helios_env._detect import detect_launcher, is_using_torchrun
 from helios_env._environment_report import EnvironmentReport
 from helios_env._errors import HostlistError, LauncherEnvError, LauncherEnvWarning
 from helios_env._hostlist import expand_hostlist
 from helios_env._info import DistributedInfo
-from helios_env._launcher import Launcher, detect_launcher, is_using_torchrun
+from helios_env._launcher import Launcher
 from helios_env._queries import (
     get_global_rank,
     get_local_rank,

@@ -1,48 +1,29 @@
-"""Which launcher started this process, judged from its environment.
+"""The launchers helios knows, each with every variable helios reads of it, in one entry.
 
-Several launchers' variables can be present at once: torchrun started inside an srun
-step, mpirun's daemons started as an srun step, a program that spawns its own
-processes below srun. The launcher closest to the process wins (torchrun, then
-hand-set ``RANK``/``WORLD_SIZE``, then MPI, then SLURM); whether the outer one agrees
-is checked by :mod:`helios_env._crosscheck`. ``HELIOS_LAUNCHER`` forces one source.
+Each :class:`LauncherSpec` says which variables give a launcher's ranks and sizes,
+which tell that it started the process, which name the node and the job, and where
+it lists its hosts. Detection (:mod:`helios_env._detect`), the cross-check, the rank
+readers, the node layout and the rendezvous read these entries; they name no launcher
+variable themselves.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-
-from helios_env._environ import Getter, getter_for
-from helios_env._errors import LauncherEnvError
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 __all__ = [
-    "FORCE_VARIABLE",
-    "MPI_LAUNCHERS",
+    "MPI_SPECS",
+    "SPECS",
     "Launcher",
-    "detect_launcher",
-    "detect_with",
-    "is_using_torchrun",
-    "is_using_torchrun_with",
-    "mpi_launcher",
-    "slurm_step",
+    "LauncherSpec",
+    "LsfHosts",
+    "Names",
+    "SlurmHosts",
+    "names_for",
 ]
-
-FORCE_VARIABLE = "HELIOS_LAUNCHER"
-
-# Set by the torch elastic agent for every worker it starts, whatever the rendezvous
-# (standalone, static multi-node, c10d); never set by mp.spawn or by hand-started runs.
-_TORCHRUN_VARIABLES = (
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-)
-# SLURM_STEP_NUM_TASKS is set inside an srun step only, not in the batch script, where
-# SLURM_PROCID would describe one process of a job that has not started its tasks yet.
-_SLURM_VARIABLES = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS")
-# The Kubeflow training operator sets PET_* beside RANK/WORLD_SIZE in every pod.
-_KUBEFLOW_VARIABLE = "PET_NNODES"
 
 
 class Launcher(str, enum.Enum):
@@ -71,149 +52,149 @@ class Launcher(str, enum.Enum):
         return self.value
 
 
-# MPI launchers in the order they are preferred, with their rank and size variables.
-MPI_LAUNCHERS: tuple[tuple[Launcher, str, str], ...] = (
-    (Launcher.OPEN_MPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-    (Launcher.MVAPICH2, "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"),
-    (Launcher.LSF, "JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE"),
-    (Launcher.MPICH, "PMI_RANK", "PMI_SIZE"),
+class Names(NamedTuple):
+    """The variables of a launcher's ranks and sizes; None where it sets none."""
+
+    rank: str
+    world_size: str
+    local_rank: str
+    local_world_size: str | None
+
+
+class SlurmHosts(NamedTuple):
+    """Where an srun step lists its hosts, rank 0's first."""
+
+    nodelists: tuple[str, ...]  # compressed hostlists (n[01-04]): the first one set is read
+    distribution: str  # "arbitrary": rank 0 runs on the first host of the hostfile instead
+    hostfile: str  # one host a line
+
+
+class LsfHosts(NamedTuple):
+    """Where an LSF job lists its hosts: its launch node first, then the compute hosts."""
+
+    rankfile: str  # one host a line
+    slots: str  # "host count host count ...", read when there is no rankfile
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherSpec:
+    """Everything helios reads of one launcher's environment, and what it means."""
+
+    launcher: Launcher
+    names: Names
+    detect: tuple[str, ...]  # set in every process it starts (and required to force it)
+    node: tuple[str, str] | None = None  # this node's index, the number of nodes
+    tasks_per_node: str | None = None  # every node's task count ("2(x3),1"), by node index
+    one_per_node: str | None = None  # the source shown when each node (a pod) runs one process
+    requested: tuple[str, str] | None = None  # the nodes and processes per node asked for
+    job: tuple[tuple[str, ...], ...] = ()  # what names the job, part by part, alternatives each
+    job_format: str = ""  # how the job is shown, one {} per part of job
+    mpi: bool = False  # found in MPI_SPECS' order; its job: a non-empty one of job, or its proxy
+    derives: bool = False  # MASTER_ADDR and MASTER_PORT are derived when unset
+    also_set_by_srun: bool = False  # srun's PMI plugin sets its rank variables for a step too
+    hosts: SlurmHosts | LsfHosts | None = None  # where it lists its hosts, for rank 0's address
+
+
+def _mpi(
+    launcher: Launcher, names: Names, job: tuple[str, ...], hosts: LsfHosts | None = None
+) -> LauncherSpec:
+    """An MPI flavour's entry: found by its rank and size, named by one of ``job``."""
+    detect, shown = (names.rank, names.world_size), f"{launcher} job {{}}"
+    return LauncherSpec(
+        launcher, names, detect, job=(job,), job_format=shown, mpi=True, derives=True, hosts=hosts
+    )
+
+
+_ENV = Names("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+_TABLE = (
+    LauncherSpec(
+        Launcher.TORCHRUN,
+        _ENV,
+        # Set by the torch elastic agent for every worker, whatever the rendezvous
+        # (standalone, static multi-node, c10d); never by mp.spawn or by hand.
+        ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+        node=("GROUP_RANK", "GROUP_WORLD_SIZE"),
+        job=(("TORCHELASTIC_RUN_ID",),),
+        job_format="torchrun run {}",
+    ),
+    LauncherSpec(Launcher.ENVIRONMENT, _ENV, ("RANK", "WORLD_SIZE")),
+    # The training operator sets PET_* beside RANK/WORLD_SIZE in every pod; a pod
+    # without torchrun runs one process, so the pod's rank is the process's.
+    LauncherSpec(
+        Launcher.KUBEFLOW,
+        Names("RANK", "WORLD_SIZE", "LOCAL_RANK", None),
+        ("PET_NNODES",),
+        one_per_node="one process per pod (PET_NNODES)",
+        requested=("PET_NNODES", "PET_NPROC_PER_NODE"),
+    ),
+    # The MPI flavours, in the order they are preferred. LSF's LSB_JOBID names the
+    # bsub job, not one jsrun step of it: only PMIx's namespace tells two steps apart.
+    _mpi(
+        Launcher.OPEN_MPI,
+        Names(
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+        ),
+        ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"),
+    ),
+    _mpi(
+        Launcher.MVAPICH2,
+        Names(
+            "MV2_COMM_WORLD_RANK",
+            "MV2_COMM_WORLD_SIZE",
+            "MV2_COMM_WORLD_LOCAL_RANK",
+            "MV2_COMM_WORLD_LOCAL_SIZE",
+        ),
+        ("MPIRUN_ID", "PMI_JOBID"),
+    ),
+    _mpi(
+        Launcher.LSF,
+        Names(
+            "JSM_NAMESPACE_RANK",
+            "JSM_NAMESPACE_SIZE",
+            "JSM_NAMESPACE_LOCAL_RANK",
+            "JSM_NAMESPACE_LOCAL_SIZE",
+        ),
+        ("PMIX_NAMESPACE",),
+        hosts=LsfHosts("LSB_DJOB_RANKFILE", "LSB_MCPU_HOSTS"),
+    ),
+    # Plain MPICH's Hydra names no job: see _rendezvous. srun --mpi=pmi2 sets PMI_* too.
+    replace(
+        _mpi(
+            Launcher.MPICH,
+            Names("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+            ("I_MPI_HYDRA_UUID", "PMI_JOBID"),
+        ),
+        also_set_by_srun=True,
+    ),
+    # SLURM_STEP_NUM_TASKS is set inside an srun step only, not in the batch script,
+    # where SLURM_PROCID would describe one process of a job that has not started its
+    # tasks yet.
+    LauncherSpec(
+        Launcher.SLURM,
+        Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None),
+        ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
+        node=("SLURM_NODEID", "SLURM_STEP_NUM_NODES"),
+        tasks_per_node="SLURM_STEP_TASKS_PER_NODE",
+        job=(("SLURM_JOB_ID", "SLURM_JOBID"), ("SLURM_STEP_ID", "SLURM_STEPID")),
+        job_format="SLURM job {} step {}",
+        derives=True,
+        hosts=SlurmHosts(
+            ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
+            "SLURM_DISTRIBUTION",
+            "SLURM_HOSTFILE",
+        ),
+    ),
 )
-_FORCED = {
-    "torchrun": Launcher.TORCHRUN,
-    "slurm": Launcher.SLURM,
-    "mpi": None,
-    "env": Launcher.ENVIRONMENT,
-    "none": Launcher.NONE,
-}
+SPECS: Mapping[Launcher, LauncherSpec] = {spec.launcher: spec for spec in _TABLE}
+"""Every launcher's entry, but :attr:`Launcher.NONE`'s: a plain process sets nothing."""
+MPI_SPECS = tuple(spec for spec in _TABLE if spec.mpi)
+"""The MPI flavours, in the order they are preferred when several are set."""
 
 
-def is_using_torchrun(environ: Mapping[str, str] | None = None) -> bool:
-    """Check whether torchrun (torch elastic) started this process.
-
-    True for every rendezvous torchrun offers (standalone, static multi-node and c10d);
-    False in a plain process and under ``mp.spawn`` with hand-set ``RANK`` and
-    ``WORLD_SIZE``.
-
-    Args:
-        environ: The environment to inspect; ``os.environ`` when omitted.
-
-    Returns:
-        True if the variables that the torch elastic agent sets for its workers exist.
-    """
-    return is_using_torchrun_with(getter_for(environ))
-
-
-def detect_launcher(environ: Mapping[str, str] | None = None) -> Launcher:
-    """Name the launcher whose variables describe this process.
-
-    The launcher closest to the process wins: torchrun, then hand-set ``RANK`` and
-    ``WORLD_SIZE`` (or a Kubeflow pod's), then MPI (Open MPI, MVAPICH2, LSF, then
-    MPICH/Intel MPI), then an srun step. An srun step whose PMI plugin also sets
-    ``PMI_RANK``/``PMI_SIZE`` with the same values (``srun --mpi=pmi2``) is SLURM.
-    ``HELIOS_LAUNCHER=torchrun|slurm|mpi|env|none`` forces one source.
-
-    Args:
-        environ: The environment to inspect; ``os.environ`` when omitted.
-
-    Returns:
-        The detected launcher; ``Launcher.NONE`` for a plain process.
-
-    Raises:
-        LauncherEnvError: ``HELIOS_LAUNCHER`` is set to an unknown value, or names a
-            launcher whose variables are not set.
-    """
-    return detect_with(getter_for(environ))
-
-
-def slurm_step(get: Getter) -> bool:
-    """Whether this process is a task of an srun step."""
-    return all(get(name) is not None for name in _SLURM_VARIABLES)
-
-
-def mpi_launcher(get: Getter) -> tuple[Launcher, str, str] | None:
-    """The preferred MPI launcher whose rank and size variables are set, if any."""
-    for entry in MPI_LAUNCHERS:
-        if get(entry[1]) is not None and get(entry[2]) is not None:
-            return entry
-    return None
-
-
-def _forced(get: Getter, raw: str) -> Launcher:
-    value = raw.strip().lower()
-    if value not in _FORCED:
-        choices = "|".join(_FORCED)
-        message = (
-            f"{FORCE_VARIABLE} must be one of {choices}, got {FORCE_VARIABLE}={raw!r}; "
-            f"fix it or unset it to detect the launcher"
-        )
-        raise LauncherEnvError(FORCE_VARIABLE, raw, message)
-    launcher = _FORCED[value]
-    if launcher is Launcher.NONE:
-        return launcher
-    if launcher is None:
-        found = mpi_launcher(get)
-        if found is None:
-            wanted = ", ".join(f"{rank}/{size}" for _, rank, size in MPI_LAUNCHERS)
-            message = (
-                f"{FORCE_VARIABLE}={raw!r} but no MPI rank variables are set (looked for "
-                f"{wanted}); start the program with mpirun, or change {FORCE_VARIABLE}"
-            )
-            raise LauncherEnvError(FORCE_VARIABLE, raw, message)
-        return found[0]
-    if launcher is Launcher.TORCHRUN:
-        needed: tuple[str, ...] = _TORCHRUN_VARIABLES
-    elif launcher is Launcher.SLURM:
-        needed = _SLURM_VARIABLES
-    else:
-        needed = ("RANK", "WORLD_SIZE")
-    missing = [name for name in needed if get(name) is None]
-    if missing:
-        message = (
-            f"{FORCE_VARIABLE}={raw!r} but {', '.join(missing)} is not set; start the "
-            f"program with that launcher, or change {FORCE_VARIABLE}"
-        )
-        raise LauncherEnvError(FORCE_VARIABLE, raw, message)
-    if launcher is Launcher.ENVIRONMENT and is_using_torchrun_with(get):
-        return Launcher.TORCHRUN
-    return launcher
-
-
-def is_using_torchrun_with(get: Getter) -> bool:
-    """:func:`is_using_torchrun` through a lookup function."""
-    return all(get(name) is not None for name in _TORCHRUN_VARIABLES)
-
-
-def detect_with(get: Getter) -> Launcher:
-    """Name the launcher whose variables ``get`` finds (see :func:`detect_launcher`).
-
-    Args:
-        get: Looks a variable up by name; None when it is not set.
-
-    Returns:
-        The detected launcher; ``Launcher.NONE`` for a plain process.
-
-    Raises:
-        LauncherEnvError: ``HELIOS_LAUNCHER`` is unknown or names absent variables.
-    """
-    forced = get(FORCE_VARIABLE)
-    if forced is not None:
-        return _forced(get, forced)
-    mpi = mpi_launcher(get)
-    in_step = slurm_step(get)
-    # LOCAL_RANK alone is an error of its own, unless srun or mpirun gave the ranks
-    # (``export LOCAL_RANK=$SLURM_LOCALID`` in a job script is common).
-    local_alone = get("LOCAL_RANK") is not None and mpi is None and not in_step
-    if get("RANK") is not None or get("WORLD_SIZE") is not None or local_alone:
-        if is_using_torchrun_with(get):
-            return Launcher.TORCHRUN
-        if get(_KUBEFLOW_VARIABLE) is not None:
-            return Launcher.KUBEFLOW
-        return Launcher.ENVIRONMENT
-    if mpi is not None:
-        launcher, rank, size = mpi
-        # srun's PMI-2 plugin sets PMI_RANK/PMI_SIZE for the step itself: srun started it.
-        same = get(rank) == get("SLURM_PROCID") and get(size) == get("SLURM_STEP_NUM_TASKS")
-        return Launcher.SLURM if launcher is Launcher.MPICH and in_step and same else launcher
-    if in_step:
-        return Launcher.SLURM
-    return Launcher.NONE
+def names_for(launcher: Launcher) -> Names | None:
+    """The rank variables of ``launcher``; None for a plain process."""
+    spec = SPECS.get(launcher)
+    return None if spec is None else spec.names

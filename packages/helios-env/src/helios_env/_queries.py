@@ -15,29 +15,34 @@ produces the same answer or the same error as ``get_dist_info``.
 
 from __future__ import annotations
 
+from helios_env._detect import FORCE_VARIABLE, detect_with
 from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
-from helios_env._errors import LauncherEnvError
-from helios_env._launcher import FORCE_VARIABLE, detect_with
-from helios_env._variables import Names, from_variables, live_group, names_for, parse_int
+from helios_env._launcher import SPECS, Launcher, LauncherSpec
+from helios_env._variables import from_variables, live_group, missing, parse_int
 
 __all__ = ["get_global_rank", "get_local_rank", "get_local_world_size", "get_world_size"]
 
 _FORCE = FORCE_VARIABLE.encode()  # HELIOS_LAUNCHER: the general path decides
+# torchrun's RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, as the bytes of os.environ.
+_RANK, _WORLD, _LOCAL, _LOCAL_WORLD = (
+    name.encode() for name in SPECS[Launcher.TORCHRUN].names if name is not None
+)
 
 
-def _required(get: Getter, names: Names, name: str, *, minimum: int) -> int:
+def _spec() -> LauncherSpec | None:
+    return SPECS.get(detect_with(environ_get))
+
+
+def _required(get: Getter, spec: LauncherSpec, name: str, *, minimum: int) -> int:
     raw = get(name)
+    names = spec.names
     if raw is None:
         if get(names.rank) is None and get(names.world_size) is None:
-            from_variables(get, names)  # raises: the local rank alone, as get_dist_info does
+            from_variables(get, spec)  # raises: the local rank alone, as get_dist_info does
         present = next(
             n for n in (names.rank, names.world_size, names.local_rank) if get(n) is not None
         )
-        message = (
-            f"{present} is set ({present}={get(present)!r}) but {name} is not; "
-            f"set {name} too, or unset {present}"
-        )
-        raise LauncherEnvError(name, None, message)
+        raise missing(get, present, name)
     return parse_int(name, raw, minimum=minimum)
 
 
@@ -55,10 +60,10 @@ def _torchrun_layout() -> tuple[int, int, int] | None:
     data = ENVIRON_BYTES
     if data is None or _FORCE in data:
         return None
-    rank = data.get(b"RANK")
-    world = data.get(b"WORLD_SIZE")
-    local = data.get(b"LOCAL_RANK")
-    local_world = data.get(b"LOCAL_WORLD_SIZE")
+    rank = data.get(_RANK)
+    world = data.get(_WORLD)
+    local = data.get(_LOCAL)
+    local_world = data.get(_LOCAL_WORLD)
     if (
         rank is None
         or world is None
@@ -85,10 +90,10 @@ def get_global_rank() -> int:
     Raises:
         LauncherEnvError: The launcher's rank variable is malformed or missing.
     """
-    rank = _torchrun_value(b"RANK")
+    rank = _torchrun_value(_RANK)
     if rank is None:
-        names = names_for(detect_with(environ_get))
-        rank = 0 if names is None else _required(environ_get, names, names.rank, minimum=0)
+        spec = _spec()
+        rank = 0 if spec is None else _required(environ_get, spec, spec.names.rank, minimum=0)
     group = live_group()
     return rank if group is None else group[0]
 
@@ -105,10 +110,10 @@ def get_world_size() -> int:
     Raises:
         LauncherEnvError: The launcher's size variable is malformed or missing.
     """
-    size = _torchrun_value(b"WORLD_SIZE")
+    size = _torchrun_value(_WORLD)
     if not size:  # None, or 0 (refused by the general path)
-        names = names_for(detect_with(environ_get))
-        size = 1 if names is None else _required(environ_get, names, names.world_size, minimum=1)
+        spec = _spec()
+        size = 1 if spec is None else _required(environ_get, spec, spec.names.world_size, minimum=1)
     group = live_group()
     return size if group is None else group[1]
 
@@ -120,8 +125,8 @@ def _local() -> tuple[int, int]:  # (local_rank, local_world_size)
     if layout is not None:
         world, local, local_world = layout
     else:
-        names = names_for(detect_with(environ_get))
-        found = None if names is None else from_variables(environ_get, names)
+        spec = _spec()
+        found = None if spec is None else from_variables(environ_get, spec)
         if found is None:
             world, local, local_world = 0, 0, 1
         else:

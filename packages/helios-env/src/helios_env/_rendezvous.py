@@ -33,30 +33,20 @@ from helios_env._environ import Getter
 from helios_env._errors import HostlistError, LauncherEnvError
 from helios_env._hostlist import first_host
 from helios_env._info import DistributedInfo
-from helios_env._launcher import MPI_LAUNCHERS, Launcher
+from helios_env._launcher import SPECS, Launcher, LauncherSpec, LsfHosts, SlurmHosts
 from helios_env._variables import ASSUMED_ONE_NODE, read_int
 
-__all__ = ["LOOPBACK", "Derived", "derive", "ephemeral_ports", "port_range"]
+__all__ = ["LOOPBACK", "Derived", "derive", "ephemeral_ports", "port_range", "read_master"]
 
 LOOPBACK = "127.0.0.1"
 _EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LINUX_EPHEMERAL = (32768, 60999)
 _LOWEST = 10000  # below: well-known services and what people pick by hand
-_DERIVING = frozenset({Launcher.SLURM, *(entry[0] for entry in MPI_LAUNCHERS)})
-# Variables that name one MPI job, in the order they are tried, for each flavour.
-# LSF's LSB_JOBID names the bsub job, not one jsrun step of it: only PMIx's namespace
-# tells two steps apart. Hydra (MPICH) sets no job variable at all.
-_MPI_JOB_VARIABLES = {
-    Launcher.OPEN_MPI: ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"),
-    Launcher.MVAPICH2: ("MPIRUN_ID", "PMI_JOBID"),
-    Launcher.LSF: ("PMIX_NAMESPACE",),
-    Launcher.MPICH: ("I_MPI_HYDRA_UUID", "PMI_JOBID"),
-}
 # Hydra starts every rank of a node below one proxy process, whatever wraps the program
 # (a shell script, uv run, a profiler): on one node that proxy names the job.
 _PROXIES = frozenset({b"hydra_pmi_proxy", b"pmi_proxy"})
 _PROC = Path("/proc")
-NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+_LSF = SPECS[Launcher.LSF]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +59,23 @@ class Derived:
     port_source: str
     job: str | None
     job_source: str
+
+
+def read_master(get: Getter) -> tuple[str | None, int | None]:
+    """``MASTER_ADDR`` and ``MASTER_PORT`` as set, validated: the one place both are read."""
+    addr = get("MASTER_ADDR")
+    if addr is not None and not addr.strip():
+        message = (
+            f"MASTER_ADDR must be the rank-0 host's name or address, got MASTER_ADDR={addr!r}; "
+            "set it or unset it"
+        )
+        raise LauncherEnvError("MASTER_ADDR", addr, message)
+    port = read_int(get, "MASTER_PORT", minimum=1)
+    if port is not None and port > 65535:
+        raw = get("MASTER_PORT")
+        message = f"MASTER_PORT must be a TCP port in 1..65535, got MASTER_PORT={raw!r}"
+        raise LauncherEnvError("MASTER_PORT", raw, message)
+    return addr, port
 
 
 def ephemeral_ports(path: Path = _EPHEMERAL_FILE) -> tuple[int, int]:
@@ -106,30 +113,32 @@ def port_range(ephemeral: tuple[int, int]) -> tuple[int, int]:
 
 
 def _job(get: Getter, launcher: Launcher, *, one_node: bool) -> tuple[str | None, str]:
-    if launcher is Launcher.TORCHRUN:
-        run = get("TORCHELASTIC_RUN_ID")
-        return f"torchrun run {run}", "TORCHELASTIC_RUN_ID"
-    if launcher is Launcher.SLURM:
-        job_name = "SLURM_JOB_ID" if get("SLURM_JOB_ID") is not None else "SLURM_JOBID"
-        step_name = "SLURM_STEP_ID" if get("SLURM_STEP_ID") is not None else "SLURM_STEPID"
-        job, step = get(job_name), get(step_name)
-        if job is not None and step is not None:
-            return f"SLURM job {job} step {step}", f"{job_name}, {step_name}"
-        return None, f"not known: {job_name} or {step_name} is not set"
-    for name in _MPI_JOB_VARIABLES.get(launcher, ()):
+    """The job's identity, shown as its launcher's entry says, and where it came from."""
+    spec = SPECS.get(launcher)
+    if spec is not None and spec.job and not spec.mpi:
+        # Each part of the job's name from the first of its variables that is set.
+        names = [
+            next((name for name in part if get(name) is not None), part[-1]) for part in spec.job
+        ]
+        values = [get(name) for name in names]
+        if None in values:
+            return None, f"not known: {' or '.join(names)} is not set"
+        return spec.job_format.format(*values), ", ".join(names)
+    if spec is None or not spec.mpi:
+        return None, f"not known: {launcher} sets no job id"
+    for name in spec.job[0]:
         value = get(name)
         if value:
-            return f"{launcher} job {value}", name
-    if launcher in _DERIVING:
-        proxy = _proxy_ancestor()
-        if proxy is not None:
-            control = _hydra_control(proxy)
-            if control is not None:
-                source = "the launcher's proxy (--control-port)"
-                return f"{launcher} job of mpiexec at {control}", source
-            if one_node:
-                host = socket.gethostname()
-                return f"{launcher} job of proxy pid {proxy} on {host}", "the launcher's proxy"
+            return spec.job_format.format(value), name
+    proxy = _proxy_ancestor()
+    if proxy is not None:
+        control = _hydra_control(proxy)
+        if control is not None:
+            source = "the launcher's proxy (--control-port)"
+            return f"{launcher} job of mpiexec at {control}", source
+        if one_node:
+            host = socket.gethostname()
+            return f"{launcher} job of proxy pid {proxy} on {host}", "the launcher's proxy"
     return None, f"not known: {launcher} sets no job id"
 
 
@@ -167,109 +176,110 @@ def _proxy_ancestor(proc: Path = _PROC) -> int | None:
     return None
 
 
-def _address(
-    get: Getter, launcher: Launcher, sources: dict[str, str], *, one_node: bool
-) -> tuple[str | None, str]:
-    addr = get("MASTER_ADDR")
-    if addr is not None:
-        return addr, "MASTER_ADDR"
-    if launcher not in _DERIVING:
-        return None, "not set"
-    if launcher is Launcher.SLURM:
-        if one_node:
-            return LOOPBACK, "derived: one node (SLURM_STEP_NUM_NODES=1)"
-        distribution = (get("SLURM_DISTRIBUTION") or "").split(",", 1)[0].strip()
-        if distribution == "arbitrary":
-            return _arbitrary_first(get)
-        for name in NODELIST_VARIABLES:
-            raw = get(name)
-            if raw is None:
-                continue
-            try:
-                return first_host(raw), f"derived: first host of {name}"
-            except HostlistError as exc:
-                message = f"{name} is not a SLURM hostlist, got {name}={raw!r}: {exc.reason}"
-                raise LauncherEnvError(name, raw, message) from None
-        return None, "not derived: no SLURM_STEP_NODELIST; set MASTER_ADDR"
-    if one_node:
-        return LOOPBACK, f"derived: one node ({sources['local_world_size']})"
-    if launcher is Launcher.LSF or get("JSM_NAMESPACE_SIZE") is not None:
-        lsf = _lsf_first_compute_host(get)
-        if lsf is not None:
-            return lsf
+def _address(get: Getter, spec: LauncherSpec, one_node: str | None) -> tuple[str | None, str]:
+    """Rank 0's host, derived from what the launcher says of its hosts."""
+    if one_node is not None:
+        return LOOPBACK, f"derived: one node ({one_node})"
+    if isinstance(spec.hosts, SlurmHosts):
+        return _slurm_first(get, spec.hosts)
+    lsf = _LSF.hosts
+    if isinstance(lsf, LsfHosts) and (spec is _LSF or get(_LSF.names.world_size) is not None):
+        found = _lsf_first_compute_host(get, lsf)
+        if found is not None:
+            return found
     return None, (
-        f"not derived: {launcher} ranks on several nodes; set MASTER_ADDR to rank 0's "
+        f"not derived: {spec.launcher} ranks on several nodes; set MASTER_ADDR to rank 0's "
         "host, or install mpi4py (helios-pg[mpi])"
     )
 
 
-def _arbitrary_first(get: Getter) -> tuple[str | None, str]:
-    """Rank 0's host under ``srun --distribution=arbitrary``: line 1 of SLURM_HOSTFILE."""
-    path = get("SLURM_HOSTFILE")
+def _slurm_first(get: Getter, hosts: SlurmHosts) -> tuple[str | None, str]:
+    """Rank 0's host in an srun step: the first of its nodelist, or of its hostfile."""
+    if (get(hosts.distribution) or "").split(",", 1)[0].strip() == "arbitrary":
+        return _arbitrary_first(get, hosts)
+    for name in hosts.nodelists:
+        raw = get(name)
+        if raw is None:
+            continue
+        try:
+            return first_host(raw), f"derived: first host of {name}"
+        except HostlistError as exc:
+            message = f"{name} is not a SLURM hostlist, got {name}={raw!r}: {exc.reason}"
+            raise LauncherEnvError(name, raw, message) from None
+    return None, f"not derived: no {hosts.nodelists[0]}; set MASTER_ADDR"
+
+
+def _arbitrary_first(get: Getter, hosts: SlurmHosts) -> tuple[str | None, str]:
+    """Rank 0's host under ``srun --distribution=arbitrary``: line 1 of the hostfile."""
+    by = f"{hosts.distribution}=arbitrary places rank 0 by {hosts.hostfile}"
+    path = get(hosts.hostfile)
     if not path:
-        return None, (
-            "not derived: SLURM_DISTRIBUTION=arbitrary places rank 0 by SLURM_HOSTFILE, "
-            "which is not set; set MASTER_ADDR to rank 0's host"
-        )
+        return None, f"not derived: {by}, which is not set; set MASTER_ADDR to rank 0's host"
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         return None, (
-            f"not derived: SLURM_DISTRIBUTION=arbitrary places rank 0 by SLURM_HOSTFILE="
-            f"{path!r}, which cannot be read on this node ({exc}); set "
+            f"not derived: {by}={path!r}, which cannot be read on this node ({exc}); set "
             "MASTER_ADDR to rank 0's host"
         )
     for line in lines:
         entry = line.split("#", 1)[0].strip()
         if entry:
             try:
-                return first_host(entry), "derived: first host of SLURM_HOSTFILE (arbitrary)"
+                return first_host(entry), f"derived: first host of {hosts.hostfile} (arbitrary)"
             except HostlistError as exc:
-                message = f"SLURM_HOSTFILE {path!r} starts with {entry!r}: {exc.reason}"
-                raise LauncherEnvError("SLURM_HOSTFILE", path, message) from None
-    return None, f"not derived: SLURM_HOSTFILE={path!r} lists no host; set MASTER_ADDR"
+                message = f"{hosts.hostfile} {path!r} starts with {entry!r}: {exc.reason}"
+                raise LauncherEnvError(hosts.hostfile, path, message) from None
+    return None, f"not derived: {hosts.hostfile}={path!r} lists no host; set MASTER_ADDR"
 
 
-def _lsf_first_compute_host(get: Getter) -> tuple[str, str] | None:
+def _lsf_first_compute_host(get: Getter, hosts: LsfHosts) -> tuple[str, str] | None:
     """The first compute host of an LSF job: its rankfile lists the launch node first."""
-    path = get("LSB_DJOB_RANKFILE")
+    path = get(hosts.rankfile)
     if path:
         try:
-            hosts = [line.strip() for line in Path(path).read_text().splitlines()]
+            lines = [line.strip() for line in Path(path).read_text().splitlines()]
         except (OSError, UnicodeDecodeError):
-            hosts = []
-        hosts = [host for host in hosts if host]
-        if hosts:
-            return hosts[min(1, len(hosts) - 1)], "derived: first compute host of LSB_DJOB_RANKFILE"
-    words = (get("LSB_MCPU_HOSTS") or "").split()
-    names = words[0::2]
+            lines = []
+        lines = [host for host in lines if host]
+        if lines:
+            return lines[min(1, len(lines) - 1)], f"derived: first compute host of {hosts.rankfile}"
+    names = (get(hosts.slots) or "").split()[0::2]
     if names:
-        return names[min(1, len(names) - 1)], "derived: first compute host of LSB_MCPU_HOSTS"
+        return names[min(1, len(names) - 1)], f"derived: first compute host of {hosts.slots}"
     return None
 
 
 def _port(
-    get: Getter, launcher: Launcher, job: str | None, job_source: str, *, one_node: bool
+    get: Getter, spec: LauncherSpec, job: str | None, job_source: str, *, one_node: bool
 ) -> tuple[int | None, str]:
-    port = read_int(get, "MASTER_PORT", minimum=1)
-    if port is not None:
-        return port, "MASTER_PORT"
-    if launcher not in _DERIVING:
-        return None, "not set"
     if job is None:
         return None, f"not derived: {job_source}; set MASTER_PORT"
     # Every rank must derive the same port: the kernel's own range is read only when
     # every rank runs on this host; across nodes, Linux's default range is assumed.
     ephemeral = ephemeral_ports() if one_node else _LINUX_EPHEMERAL
     first, count = port_range(ephemeral)
-    job_id, step_id = get("SLURM_JOB_ID") or "", get("SLURM_STEP_ID") or ""
-    if launcher is Launcher.SLURM and job_id.isdigit() and step_id.isdigit():
-        # Consecutive steps of one job, and consecutive jobs, land on different ports.
-        seed = int(job_id) * 31 + int(step_id)
+    numbers = [get(part[0]) or "" for part in spec.job]
+    if len(numbers) == 2 and all(number.isdigit() for number in numbers):
+        # A numbered job and step (SLURM's): consecutive steps of one job, and
+        # consecutive jobs, land on different ports.
+        seed = int(numbers[0]) * 31 + int(numbers[1])
     else:
         seed = zlib.crc32(job.encode())
     outside = f"outside the ephemeral ports {ephemeral[0]}-{ephemeral[1]}"
     return first + seed % count, f"derived: {job_source} ({outside})"
+
+
+def _one_node(
+    get: Getter, spec: LauncherSpec, info: DistributedInfo, sources: dict[str, str]
+) -> str | None:
+    """Why every rank of the job runs on this node; None when they may not."""
+    if spec.node is not None:
+        nodes = spec.node[1]
+        return f"{nodes}=1" if read_int(get, nodes, minimum=1) == 1 else None
+    local = sources.get("local_world_size")
+    known = local is not None and local != ASSUMED_ONE_NODE
+    return local if known and info.local_world_size == info.world_size else None
 
 
 def derive(
@@ -287,14 +297,19 @@ def derive(
         Address and port (None where neither set nor derivable) and the job's identity.
 
     Raises:
-        LauncherEnvError: ``MASTER_PORT`` or a SLURM nodelist is malformed.
+        LauncherEnvError: ``MASTER_ADDR``, ``MASTER_PORT`` or a SLURM nodelist is
+            malformed.
     """
-    if launcher is Launcher.SLURM:
-        one_node = read_int(get, "SLURM_STEP_NUM_NODES", minimum=1) == 1
-    else:
-        known = sources.get("local_world_size") != ASSUMED_ONE_NODE
-        one_node = known and info.local_world_size == info.world_size
-    job, job_source = _job(get, launcher, one_node=one_node)
-    addr, addr_source = _address(get, launcher, sources, one_node=one_node)
-    port, port_source = _port(get, launcher, job, job_source, one_node=one_node)
+    addr, port = read_master(get)
+    addr_source = "not set" if addr is None else "MASTER_ADDR"
+    port_source = "not set" if port is None else "MASTER_PORT"
+    spec = SPECS.get(launcher)
+    if spec is None or not spec.derives:
+        return Derived(addr, addr_source, port, port_source, *_job(get, launcher, one_node=False))
+    one_node = _one_node(get, spec, info, sources)
+    job, job_source = _job(get, launcher, one_node=one_node is not None)
+    if addr is None:
+        addr, addr_source = _address(get, spec, one_node)
+    if port is None:
+        port, port_source = _port(get, spec, job, job_source, one_node=one_node is not None)
     return Derived(addr, addr_source, port, port_source, job, job_source)

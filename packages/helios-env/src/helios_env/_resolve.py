@@ -6,44 +6,28 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from helios_env._crosscheck import cross_check
+from helios_env._detect import FORCE_VARIABLE, detect_with, present
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._environment_report import EnvironmentReport
-from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
 from helios_env._interface import gloo_interface
-from helios_env._launcher import FORCE_VARIABLE, Launcher, detect_with, slurm_step
+from helios_env._launcher import SPECS, Launcher
 from helios_env._layout import LEARNED, learned_layout
-from helios_env._rendezvous import derive
+from helios_env._rendezvous import derive, read_master
 from helios_env._variables import (
     ASSUMED_ONE_NODE,
     DEFAULT,
     DERIVED,
-    ENV_NAMES,
-    ONE_PER_POD,
     PROCESS_GROUP,
     from_variables,
     live_group,
-    names_for,
     read_int,
 )
 
 __all__ = ["get_dist_info", "inspect_environment"]
 
-
-def _master(get: Getter) -> tuple[str | None, int | None]:
-    addr = get("MASTER_ADDR")
-    if addr is not None and not addr.strip():
-        message = (
-            f"MASTER_ADDR must be the rank-0 host's name or address, got MASTER_ADDR={addr!r}; "
-            "set it or unset it"
-        )
-        raise LauncherEnvError("MASTER_ADDR", addr, message)
-    port = read_int(get, "MASTER_PORT", minimum=1)
-    if port is not None and port > 65535:
-        raw = get("MASTER_PORT")
-        message = f"MASTER_PORT must be a TCP port in 1..65535, got MASTER_PORT={raw!r}"
-        raise LauncherEnvError("MASTER_PORT", raw, message)
-    return addr, port
+_TORCHRUN = SPECS[Launcher.TORCHRUN]
+_SLURM = SPECS[Launcher.SLURM]
 
 
 def _node(
@@ -56,22 +40,24 @@ def _node(
     group: tuple[int, int] | None,
 ) -> tuple[int | None, int | None]:
     """Which node this rank runs on, and how many there are, with their sources."""
+    spec = SPECS.get(launcher)
     if env_applies:
-        # SLURM_NODEID and SLURM_NNODES describe the allocation, not this process, unless
+        # SLURM's node variables describe the allocation, not this process, unless
         # srun started it or an ancestor of it on this node (mpirun's daemons under
         # SLURM, a program that spawns its ranks from each srun task).
-        pairs = [("GROUP_RANK", "GROUP_WORLD_SIZE")]
-        if slurm_step(get):
-            slurm = ("SLURM_NODEID", "SLURM_STEP_NUM_NODES")
-            pairs = [slurm] if launcher is Launcher.SLURM else [*pairs, slurm]
+        specs = [_TORCHRUN]
+        if present(get, _SLURM):
+            specs = [_SLURM] if spec is _SLURM else [*specs, _SLURM]
+        pairs = [each.node for each in specs if each.node is not None]
         for node_variable, nodes_variable in pairs:
             node_rank = read_int(get, node_variable, minimum=0)
             num_nodes = read_int(get, nodes_variable, minimum=1)
             if node_rank is not None and num_nodes is not None:
                 sources["node_rank"], sources["num_nodes"] = node_variable, nodes_variable
                 return node_rank, num_nodes
-        if launcher is Launcher.KUBEFLOW and sources.get("local_world_size") == ONE_PER_POD:
-            sources["node_rank"] = sources["num_nodes"] = ONE_PER_POD
+        one_per_node = None if spec is None else spec.one_per_node
+        if one_per_node is not None and sources.get("local_world_size") == one_per_node:
+            sources["node_rank"] = sources["num_nodes"] = one_per_node
             return info.rank, info.world_size
     learned = learned_layout(group)
     if learned is not None:
@@ -101,12 +87,10 @@ def _resolve(
     launcher = detect_with(get)
     cross_check(get, launcher)
     if launcher is Launcher.NONE and get(FORCE_VARIABLE) is not None:
-        names = None  # HELIOS_LAUNCHER=none: a plain process, whatever else is set
-        found = None
+        found = None  # HELIOS_LAUNCHER=none: a plain process, whatever else is set
     else:
-        names = names_for(launcher)
         # LOCAL_RANK alone, with no RANK/WORLD_SIZE, is still validated and reported.
-        found = from_variables(get, names if names is not None else ENV_NAMES)
+        found = from_variables(get, SPECS.get(launcher, SPECS[Launcher.ENVIRONMENT]))
     if group is not None:
         rank, world_size = group
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}
@@ -160,7 +144,6 @@ def inspect_environment(environ: Mapping[str, str] | None = None) -> Environment
     """
     get = getter_for(environ)
     info, sources, launcher, live = _resolve(get, live_group())
-    _master(get)
     derived = derive(get, launcher, info, sources)
     sources["master_addr"] = derived.addr_source
     sources["master_port"] = derived.port_source
@@ -219,5 +202,5 @@ def get_dist_info() -> DistributedInfo:
         >>> info.rank, info.world_size, info.is_main_process
         (0, 1, True)
     """
-    _master(environ_get)
+    read_master(environ_get)
     return _resolve(environ_get, live_group())[0]

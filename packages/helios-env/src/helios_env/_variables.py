@@ -1,27 +1,28 @@
-"""Launcher variables: which names each launcher sets, and reading them strictly."""
+"""Reading a launcher's rank variables strictly, by the names its entry gives.
+
+Which variables each launcher sets is :mod:`helios_env._launcher`'s; this module
+reads them, refuses malformed values, and says where each value came from.
+"""
 
 from __future__ import annotations
 
 import re
 import sys
-from typing import Any, NamedTuple
+from typing import Any
 
 from helios_env._environ import Getter
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
-from helios_env._launcher import Launcher
+from helios_env._launcher import LauncherSpec
 
 __all__ = [
     "ASSUMED_ONE_NODE",
     "DEFAULT",
     "DERIVED",
-    "ENV_NAMES",
-    "ONE_PER_POD",
     "PROCESS_GROUP",
-    "Names",
     "from_variables",
     "live_group",
-    "names_for",
+    "missing",
     "parse_int",
     "read_int",
 ]
@@ -31,48 +32,9 @@ DEFAULT = "default"
 ASSUMED_ONE_NODE = "assumed: one node"
 DERIVED = "derived"
 
-
-class Names(NamedTuple):
-    rank: str
-    world_size: str
-    local_rank: str
-    local_world_size: str | None
-
-
-ENV_NAMES = Names("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-_OPEN_MPI_NAMES = Names(
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-)
-_SLURM_NAMES = Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None)
-# A Kubeflow pod without torchrun runs one process: the pod's rank is the process's.
-_KUBEFLOW_NAMES = Names("RANK", "WORLD_SIZE", "LOCAL_RANK", None)
-ONE_PER_POD = "one process per pod (PET_NNODES)"
-_NAMES = {
-    Launcher.TORCHRUN: ENV_NAMES,
-    Launcher.ENVIRONMENT: ENV_NAMES,
-    Launcher.KUBEFLOW: _KUBEFLOW_NAMES,
-    Launcher.OPEN_MPI: _OPEN_MPI_NAMES,
-    Launcher.MVAPICH2: Names(
-        "MV2_COMM_WORLD_RANK",
-        "MV2_COMM_WORLD_SIZE",
-        "MV2_COMM_WORLD_LOCAL_RANK",
-        "MV2_COMM_WORLD_LOCAL_SIZE",
-    ),
-    Launcher.LSF: Names(
-        "JSM_NAMESPACE_RANK",
-        "JSM_NAMESPACE_SIZE",
-        "JSM_NAMESPACE_LOCAL_RANK",
-        "JSM_NAMESPACE_LOCAL_SIZE",
-    ),
-    Launcher.MPICH: Names("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    Launcher.SLURM: _SLURM_NAMES,
-}
-# A node of a step runs at least one task: counts and repeats are positive.
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
-_SLURM_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
+# A node of a step runs at least one task: counts and repeats are positive.
+_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
 
 
 def read_int(get: Getter, name: str | None, *, minimum: int) -> int | None:
@@ -123,25 +85,34 @@ def live_group() -> tuple[int, int] | None:
         return None
 
 
-def _slurm_local_world_size(get: Getter) -> tuple[int, str] | None:
-    # SLURM_STEP_TASKS_PER_NODE looks like "2(x3),1": 2 tasks on each of 3 nodes, then 1.
-    raw = get("SLURM_STEP_TASKS_PER_NODE")
-    node = read_int(get, "SLURM_NODEID", minimum=0)
+def _tasks_per_node(get: Getter, name: str, node_name: str) -> tuple[int, str] | None:
+    # A list such as "2(x3),1": 2 tasks on each of 3 nodes, then 1.
+    raw = get(name)
+    node = read_int(get, node_name, minimum=0)
     if raw is None or node is None:
         return None
     counts: list[int] = []
     for part in raw.split(","):
-        match = _SLURM_TASKS_PER_NODE.match(part.strip())
+        match = _TASKS_PER_NODE.match(part.strip())
         if match is None:
             message = (
-                "SLURM_STEP_TASKS_PER_NODE must look like '2(x3),1', got "
-                f"SLURM_STEP_TASKS_PER_NODE={raw!r}; it is set by srun and should not be edited"
+                f"{name} must look like '2(x3),1', got {name}={raw!r}; "
+                "it is set by srun and should not be edited"
             )
-            raise LauncherEnvError("SLURM_STEP_TASKS_PER_NODE", raw, message)
+            raise LauncherEnvError(name, raw, message)
         counts.extend([int(match.group(1))] * int(match.group(2) or 1))
     if node >= len(counts):
         return None
-    return counts[node], "SLURM_STEP_TASKS_PER_NODE"
+    return counts[node], name
+
+
+def missing(get: Getter, present: str, absent: str) -> LauncherEnvError:
+    """The error for a launcher variable ``absent`` that ``present`` needs beside it."""
+    message = (
+        f"{present} is set ({present}={get(present)!r}) but {absent} is not; "
+        f"set {absent} too, or unset {present}"
+    )
+    return LauncherEnvError(absent, None, message)
 
 
 def _check_below(get: Getter, lower: str, upper: str, lower_value: int, upper_value: int) -> None:
@@ -154,7 +125,10 @@ def _check_below(get: Getter, lower: str, upper: str, lower_value: int, upper_va
         raise LauncherEnvError(lower, get(lower), message)
 
 
-def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str, str]] | None:
+def from_variables(
+    get: Getter, spec: LauncherSpec
+) -> tuple[DistributedInfo, dict[str, str]] | None:
+    names = spec.names
     rank = read_int(get, names.rank, minimum=0)
     world_size = read_int(get, names.world_size, minimum=1)
     local_rank = read_int(get, names.local_rank, minimum=0)
@@ -169,25 +143,21 @@ def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str
             raise LauncherEnvError(names.local_rank, get(names.local_rank), message)
         return None
     if rank is None or world_size is None:
-        present, missing = (
+        present, absent = (
             (names.world_size, names.rank) if rank is None else (names.rank, names.world_size)
         )
-        message = (
-            f"{present} is set ({present}={get(present)!r}) but {missing} is not; "
-            f"set {missing} too, or unset {present}"
-        )
-        raise LauncherEnvError(missing, None, message)
+        raise missing(get, present, absent)
     _check_below(get, names.rank, names.world_size, rank, world_size)
     sources = {"rank": names.rank, "world_size": names.world_size}
     if local_world_size is not None:
         assert names.local_world_size is not None
         sources["local_world_size"] = names.local_world_size
-    elif names is _SLURM_NAMES:
-        found = _slurm_local_world_size(get)
+    elif spec.tasks_per_node is not None and spec.node is not None:
+        found = _tasks_per_node(get, spec.tasks_per_node, spec.node[0])
         if found is not None:
             local_world_size, sources["local_world_size"] = found
-    elif names is _KUBEFLOW_NAMES:
-        local_world_size, sources["local_world_size"] = 1, ONE_PER_POD
+    elif spec.one_per_node is not None:
+        local_world_size, sources["local_world_size"] = 1, spec.one_per_node
     if local_world_size is not None and local_world_size > world_size:
         bound = sources["local_world_size"]
         message = (
@@ -225,7 +195,3 @@ def from_variables(get: Getter, names: Names) -> tuple[DistributedInfo, dict[str
         world_size=world_size,
     )
     return info, sources
-
-
-def names_for(launcher: Launcher) -> Names | None:
-    return _NAMES.get(launcher)
