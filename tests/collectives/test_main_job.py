@@ -139,6 +139,18 @@ def test_a_bad_sizes_value_exits_with_status_two_naming_it(
     assert "--sizes '64MiB:4B': MIN (67108864 B) exceeds MAX (4 B)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "inf"])
+def test_a_timeout_that_is_not_positive_exits_with_status_two_naming_it(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--timeout", value])
+    assert exited.value.code == 2
+    assert f"--timeout must be a positive, finite number of seconds, got {float(value)}" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_malformed_launcher_variable_exits_with_status_two_naming_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

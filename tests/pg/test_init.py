@@ -10,6 +10,7 @@ import os
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -96,6 +97,50 @@ def test_init_runs_a_plain_process_as_a_world_of_one_without_master_address() ->
         assert dict(os.environ) == before
     finally:
         shutdown()
+
+
+@pytest.mark.parametrize("timeout", [20, 2.5, timedelta(seconds=20)])
+def test_every_timeout_takes_seconds_or_a_timedelta(
+    timeout: float | timedelta, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given: list[object] = []
+    started: list[object] = []
+    create, start = dist.init_process_group, helios_pg._watchdog.start
+
+    def init_process_group(**kwargs: Any) -> None:
+        given.append(kwargs["timeout"])
+        create(**kwargs)
+
+    def start_watchdog(**kwargs: Any) -> Any:
+        started.append(kwargs["timeout"])
+        return start(**kwargs)
+
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
+    monkeypatch.setattr("helios_pg._watchers.start_watchdog", start_watchdog)
+    with process_group(timeout=timeout, hang_timeout=timeout):
+        pass
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    assert given == [timedelta(seconds=seconds)]
+    assert started == [seconds]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"timeout": 0}, RendezvousConfigError, "init's timeout must be a positive, finite"),
+        ({"timeout": -5.0}, RendezvousConfigError, r"got -5.0; pass, e.g., 60 or timedelta"),
+        ({"timeout": timedelta(0)}, RendezvousConfigError, r"got datetime.timedelta\(0\)"),
+        ({"timeout": float("inf")}, RendezvousConfigError, "positive, finite number"),
+        ({"timeout": "20"}, TypeError, "init's timeout must be seconds .* got str: '20'"),
+        ({"hang_timeout": timedelta(seconds=-1)}, RendezvousConfigError, "hang_timeout must"),
+    ],
+)
+def test_a_timeout_that_is_not_positive_is_named_before_anything_starts(
+    arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        init(**arguments)  # type: ignore[arg-type]
+    assert not dist.is_initialized()
 
 
 def test_a_world_of_one_keeps_ordinary_collective_and_work_behaviour() -> None:

@@ -21,11 +21,13 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
+from helios_pg._testing._marker import read_marker
 from tests.support.procs import plain_environment
 
 EVERY_KIND = """
@@ -307,7 +309,7 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     )
     result.stdout.fnmatch_lines(["*fixture 'unsendable' (function) cannot be sent to the ranks*"])
     result.stdout.fnmatch_lines(
-        ["*ranks(timeout='soon') is not a positive, finite number of seconds; the marker is*"]
+        ["*ranks(timeout='soon') is not a positive, finite number of seconds or a timedelta; the*"]
     )
     result.stdout.fnmatch_lines(["*SKIPPED*rank ?: no GPU here*"])
     # How long the forkserver took to start, and what it imported.
@@ -426,3 +428,10 @@ def test_four_xdist_workers_never_collide(
 
     result.assert_outcomes(passed=8)
     assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []
+
+
+@pytest.mark.parametrize("deadline", [30, 30.0, timedelta(seconds=30)])
+def test_the_marker_takes_seconds_or_a_timedelta(deadline: float | timedelta) -> None:
+    spec = read_marker(pytest.mark.ranks(2, timeout=deadline, group_timeout=deadline).mark)
+
+    assert (spec.timeout, spec.group_timeout) == (30.0, 30.0)

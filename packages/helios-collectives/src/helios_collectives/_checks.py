@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import timedelta
 
 import torch
 
 from helios_collectives._errors import CollectiveArgumentError
+from helios_pg._timeouts import seconds_of
 
 __all__ = ["as_timedelta", "check_tensor", "overlap_problem", "positions"]
 
@@ -20,20 +20,10 @@ def as_timedelta(timeout: object) -> timedelta:
         TypeError: ``timeout`` is neither a number nor a ``timedelta``.
         CollectiveArgumentError: It is not positive and finite.
     """
-    if isinstance(timeout, timedelta):
-        seconds = timeout.total_seconds()
-    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
-        seconds = float(timeout)
-    else:
-        message = (
-            f"timeout must be a datetime.timedelta or a number of seconds, got "
-            f"{type(timeout).__name__}: {timeout!r}"
-        )
-        raise TypeError(message)
-    if not (seconds > 0 and math.isfinite(seconds)):
-        message = f"timeout must be positive and finite, got {timeout!r}"
-        raise CollectiveArgumentError(message)
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds_of(timeout, "timeout"))
+    except ValueError as exc:
+        raise CollectiveArgumentError(str(exc)) from None
 
 
 def check_tensor(value: object, what: str) -> torch.Tensor:

@@ -24,6 +24,7 @@ from helios_pg._interface import release_gloo
 from helios_pg._layout import learn_after_init, prepare_nodes
 from helios_pg._meeting import connect_env, find_meeting
 from helios_pg._rendezvous import EnvStore
+from helios_pg._timeouts import Timeout, seconds_of
 from helios_pg._torch import destroy_without_deadlock
 from helios_pg._torch_errors import Step, map_torch_errors
 from helios_pg._watchdog import hang_timeout_from
@@ -66,27 +67,36 @@ def _local_store(rank: int) -> dict[str, Any]:
     return {"store": HashStore(), "world_size": 1, "rank": 0}
 
 
-def _check_arguments(world_size: int, rank: int, hang_timeout: float | None) -> float | None:
-    """Check init's own arguments before anything is sent; return the hang timeout."""
+def _check_arguments(
+    world_size: int, rank: int, timeout: Timeout | None, hang_timeout: Timeout | None
+) -> tuple[timedelta | None, float | None]:
+    """Check init's own arguments before anything is sent; return both timeouts."""
     _check_rank_arguments(world_size, rank)
     try:
-        return hang_timeout_from(hang_timeout)
+        seconds = None if timeout is None else seconds_of(timeout, "init's timeout")
+    except ValueError as exc:
+        raise RendezvousConfigError(f"{exc}; pass, e.g., 60 or timedelta(minutes=5)") from None
+    if isinstance(hang_timeout, timedelta):
+        hang_timeout = hang_timeout.total_seconds()
+    try:
+        hang = hang_timeout_from(hang_timeout)
     except ValueError as exc:
         raise RendezvousConfigError(str(exc)) from None
+    return (None if seconds is None else timedelta(seconds=seconds)), hang
 
 
 def init(
     *,
     backend: str | None = None,
     init_method: str | None = None,
-    timeout: timedelta | None = None,
+    timeout: Timeout | None = None,
     world_size: int = -1,
     rank: int = -1,
     store: Any | None = None,
     pg_options: Any | None = None,
     device_id: torch.device | int | None = None,
     report_failures: bool = True,
-    hang_timeout: float | None = None,
+    hang_timeout: Timeout | None = None,
 ) -> None:
     """Initialize the default process group and bind the rank-local CUDA device.
 
@@ -112,7 +122,11 @@ def init(
         backend: Process-group backend. Defaults to ``"nccl"`` when CUDA is
             available and ``"gloo"`` otherwise, at every world size.
         init_method: Optional PyTorch rendezvous URL, forwarded unchanged.
-        timeout: Optional process-group operation timeout, forwarded unchanged.
+        timeout: The group's timeout for each collective and for the rendezvous:
+            seconds, or a ``timedelta``. When omitted, torch's default for the backend
+            (30 minutes on gloo, 10 on nccl): helios keeps it, since a shorter one
+            aborts legitimately slow steps (rank 0 writing a checkpoint while the others
+            wait); ``hang_timeout`` finds a hang in seconds without aborting anything.
         world_size: Number of processes in the default group; -1 resolves
             ``WORLD_SIZE`` from the environment.
         rank: Global rank in the default group; -1 resolves ``RANK`` from the
@@ -127,11 +141,11 @@ def init(
             first rank to fail is published in the job's store, and a rank whose
             collective then breaks names it first (``rank 1 on node2 failed first:
             ...``). ``HELIOS_FAILURE_REPORT=0`` turns it off too.
-        hang_timeout: Seconds a rank may sit in one collective before the hang roll
-            call: every rank reports where it is, one rank prints the ranks grouped by
-            place, and the ranks that are elsewhere are named as the culprits (also in
-            torchrun's error file). ``HELIOS_HANG_TIMEOUT`` when omitted; off when
-            neither is set. Until :func:`shutdown`.
+        hang_timeout: Seconds, or a ``timedelta``, a rank may sit in one collective
+            before the hang roll call: every rank reports where it is, one rank prints
+            the ranks grouped by place, and the ranks that are elsewhere are named as the
+            culprits (also in torchrun's error file). ``HELIOS_HANG_TIMEOUT`` when
+            omitted; off when neither is set. Until :func:`shutdown`.
 
     Raises:
         helios_env.LauncherEnvError: A launcher variable is malformed (a ``ValueError``).
@@ -142,7 +156,9 @@ def init(
             offers (a ``ValueError``).
         RendezvousConfigError: Several processes are expected but nothing says where
             they meet, ``rank`` or ``world_size`` is out of range, the derived address
-            is not rank 0's host, or torch refused ``init_method`` (a ``ValueError``).
+            is not rank 0's host, torch refused ``init_method``, or a timeout is not
+            positive and finite (a ``ValueError``).
+        TypeError: A timeout is neither a number nor a ``timedelta``.
         ProcessGroupInitError: torch.distributed is unavailable, the rendezvous port is
             taken, the store serves another job, or PyTorch could not create the group
             (a ``RuntimeError``; the cause is chained).
@@ -166,7 +182,7 @@ def init(
         if device is not None:
             torch.cuda.set_device(device)
         return
-    hang = _check_arguments(world_size, rank, hang_timeout)
+    timeout, hang = _check_arguments(world_size, rank, timeout, hang_timeout)
     env_info = report.info
     launched = report.launcher is not Launcher.NONE
     explicit_world = world_size != -1
@@ -266,14 +282,14 @@ def process_group(
     *,
     backend: str | None = None,
     init_method: str | None = None,
-    timeout: timedelta | None = None,
+    timeout: Timeout | None = None,
     world_size: int = -1,
     rank: int = -1,
     store: Any | None = None,
     pg_options: Any | None = None,
     device_id: torch.device | int | None = None,
     report_failures: bool = True,
-    hang_timeout: float | None = None,
+    hang_timeout: Timeout | None = None,
 ) -> Iterator[DistributedInfo]:
     """Run a block inside an initialized default process group.
 

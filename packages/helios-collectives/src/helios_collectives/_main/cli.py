@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -198,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = parse_sizes(args.sizes)
     except SizeSpecError as exc:
         parser.error(str(exc))
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        parser.error(f"--timeout must be a positive, finite number of seconds, got {args.timeout}")
     if args.iters < 1 or args.warmup < 0:
         parser.error(f"--iters must be >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
     with contextlib.ExitStack() as stack:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NoReturn
 
 import pytest
+
+from helios_pg._timeouts import seconds_of
 
 __all__ = ["DEFAULT_TIMEOUT", "MARKER", "MARKER_HELP", "RanksSpec", "read_marker"]
 
@@ -16,7 +17,8 @@ _SIGNATURE = f"{MARKER}(n, *, timeout={DEFAULT_TIMEOUT}, group_timeout=None, bac
 MARKER_HELP = (
     f"{_SIGNATURE}: run the test on n ranks, each a process in one process group formed "
     "by helios_pg.init, gloo on the CPU unless backend= says otherwise; timeout= is the "
-    "test's deadline, group_timeout= the group's (helios-pg's plugin)"
+    "test's deadline, group_timeout= the group's, each in seconds or a timedelta "
+    "(helios-pg's plugin)"
 )
 """The marker's line in ``pytest --markers``."""
 
@@ -42,14 +44,12 @@ def _seconds(marker: pytest.Mark, name: str, default: float) -> float:
     value = marker.kwargs.get(name)
     if value is None:
         return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        _bad_marker(f"ranks({name}={value!r}) is not a positive, finite number of seconds")
-    return float(value)
+    try:
+        return seconds_of(value, f"ranks({name}=...)")
+    except (TypeError, ValueError):
+        _bad_marker(
+            f"ranks({name}={value!r}) is not a positive, finite number of seconds or a timedelta"
+        )
 
 
 def read_marker(marker: pytest.Mark) -> RanksSpec:
