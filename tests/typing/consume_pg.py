@@ -40,6 +40,7 @@ def consume(group: dist.ProcessGroup) -> None:
         None,
     )
     assert_type(init(device_id=torch.device("cuda", 0), store=object(), pg_options=None), None)
+    assert_type(init(timeout=20, hang_timeout=timedelta(seconds=5)), None)
     assert_type(shutdown(), None)
     assert_type(shutdown(group), None)
     with process_group(backend="gloo") as info:
@@ -69,4 +70,5 @@ def misuse() -> None:
     """Mistakes the types must reject; strict mode fails if an ignore goes unused."""
     init("gloo")  # type: ignore[call-arg]
     init(world_size="2")  # type: ignore[arg-type]
+    init(timeout="20")  # type: ignore[arg-type]
     init_dist(rank="0", world_size=2)  # type: ignore[arg-type]
