@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench.render import HEADLINES, README_TABLE, readme_table, rewrite_readme
+from tools.bench.render import README_TABLE, bench_table, readme_table, rewrite_readme
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -148,20 +148,34 @@ def test_the_readme_benchmark_table_is_the_one_rendered_from_tools_results() -> 
     assert shown == readme_table(BENCH)
 
 
-def test_the_readme_table_quotes_each_headline_row_of_bench_json() -> None:
+def test_the_readme_table_quotes_the_headline_rows_of_bench_json() -> None:
     table = readme_table(BENCH).splitlines()[2:]
-    assert [line.split(" | ")[0].lstrip("| ") for line in table] == [h.label for h in HEADLINES]
-    coalescing = next(line for line in table if line.startswith("| all-reduce of 64"))
+    assert [line.split(" | ")[0].lstrip("| ") for line in table] == [
+        "import time",
+        "gating: global_print on a rank that does not print",
+        "per-call instructions, all-reduce of 1 element, world size one (gloo)",
+        "coalescing: all-reduce of 64 tensors of 16 floats",
+        "hostlist: 10,000 nodes, one padded range",
+        "2-rank test: init, all-reduce, destroy (median of 30)",
+        "2-rank DDP test: construct, forward, backward, step, fresh ranks",
+    ]
+    headlines = [r for case in BENCH.values() for r in case["rows"] if r["headline"]]
+    assert len(headlines) == len(table)
+    # Each a measured figure: positive values on both sides, their ratio as stored.
+    assert all(r["helios_value"] > 0 and r["alternative_value"] > 0 for r in headlines)
+    coalescing = next(line for line in table if line.startswith("| coalescing"))
     # A speed-up is quoted as helios / alternative, with the speed-up beside it.
-    row = next(
-        r
-        for case in BENCH.values()
-        for r in case["rows"]
-        if r["case"].startswith("coalescing: all-reduce of 64")
-    )
+    row = next(r for r in headlines if r["case"].startswith("coalescing: all-reduce of 64"))
     speed_up = row["ratio"]
     expected = f"| {1 / speed_up:.2g} ({speed_up:.0f}\N{MULTIPLICATION SIGN} faster) |"
     assert coalescing.endswith(expected), coalescing
+
+
+def test_the_docs_table_is_the_one_rendered_from_tools_results() -> None:
+    # docs/benchmarks.md includes tools/results/bench.md.
+    shown = (ROOT / "tools" / "results" / "bench.md").read_text(encoding="utf-8")
+    assert shown == bench_table(BENCH)
+    assert "{include} ../tools/results/bench.md" in (DOCS / "benchmarks.md").read_text()
 
 
 def test_rewriting_the_readme_replaces_its_benchmark_table_only(tmp_path: Path) -> None:
@@ -172,9 +186,6 @@ def test_rewriting_the_readme_replaces_its_benchmark_table_only(tmp_path: Path) 
     copy.write_text(stale, encoding="utf-8")
     rewrite_readme(copy, BENCH)
     assert copy.read_text(encoding="utf-8") == text
-
-
-def test_the_readme_table_names_a_headline_row_that_bench_json_lacks() -> None:
-    without = {name: entry for name, entry in BENCH.items() if name != "hostlist"}
-    with pytest.raises(ValueError, match=r"no row 'hostlist: 10,000 nodes, one padded range'"):
-        readme_table(without)
+    copy.write_text("# No table\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"has no .* table"):
+        rewrite_readme(copy, BENCH)

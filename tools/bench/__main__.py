@@ -1,101 +1,64 @@
-"""``python -m tools.bench [CASE ...]``: run the cases, then rewrite every output."""
+"""``python -m tools.bench [CASE ...]``: run the cases (default: all), keep each case's rows
+in ``tools/results/bench.json`` with the run that measured them, and rewrite from that file
+``bench.md``, ``busbw.svg`` and the README's table (``--no-run``: only that)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
+from functools import partial
 from typing import Any
 
-from tools.bench import (
-    busbw,
-    call_cost,
-    collectives,
-    gating,
-    hostlists,
-    imports,
-    init_cost,
-    instructions,
-    print_gates,
-    ranks,
-    scale,
-)
-from tools.bench.render import load_results, rewrite_readme, write_outputs
-from tools.bench.rows import CaseResult, Settings
+from tools.bench import busbw, ranks, single
+from tools.bench.common import ROOT, Measured
+from tools.bench.render import bench_table, rewrite_readme
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = ROOT / "tools" / "results"
-README = ROOT / "README.md"
+__all__ = ["CASES", "main"]
 
-CASES: dict[str, Callable[[Settings], CaseResult]] = {
-    "import": imports.run,
-    "gating": gating.run,
-    "init": init_cost.run,
-    "call-cost": call_cost.run,
-    "call-instructions": instructions.run,
-    "print-gates": print_gates.run,
-    "collectives": collectives.run,
-    "hostlist": hostlists.run,
-    "ranks": ranks.run,
+OUT = ROOT / "tools" / "results"
+CASES: dict[str, Callable[[], Measured]] = {
+    "import": single.imports,
+    "gating": single.gating,
+    "call-instructions": single.instructions,
+    "collectives": partial(ranks.on_ranks, "collectives", 2),
+    "hostlist": single.hostlists,
+    "ranks": ranks.plugin,
     "busbw": busbw.run,
-    "scale": scale.run,
+    "scale": partial(ranks.on_ranks, "scale", 8, 16, 32, 64),
 }
 """Every case by its command-line name, in the order of the table."""
 
 
-def current_meta() -> dict[str, str]:
-    """What a run is measured on: Python, torch, the machine, and the date."""
-    import torch
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "date": time.strftime("%Y-%m-%d"),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.bench", description="helios benchmarks, as ratios in one run"
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__)
     parser.add_argument("cases", nargs="*", choices=[*CASES, []], help="default: all")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    parser.add_argument("--repeat", type=int, default=7, help="repetitions per measurement")
-    parser.add_argument("--timeout", type=float, default=600, help="limit per worker run, s")
-    parser.add_argument(
-        "--no-run",
-        action="store_true",
-        help="measure nothing: rewrite the tables, the plot and the README's table",
-    )
-    parser.add_argument(
-        "--no-readme", action="store_true", help="leave the README's benchmark table as it is"
-    )
+    parser.add_argument("--no-run", action="store_true", help="measure nothing")
     args = parser.parse_args(argv)
-    if args.no_run and args.cases:
-        parser.error("--no-run measures nothing: give it no case names")
     selected = [] if args.no_run else args.cases or list(CASES)
-    settings = Settings(repeat=args.repeat, timeout=args.timeout)
-    # Every case measured now replaces its stored entry; running them all starts afresh.
-    known = list(CASES)
-    stored = {} if set(selected) == set(CASES) else load_results(args.out / "bench.json", known)
+    stored: dict[str, Any] = {}  # each case measured replaces its entry; all start afresh
+    if set(selected) != set(CASES):
+        stored = json.loads((OUT / "bench.json").read_text(encoding="utf-8"))["cases"]
     for name in selected:
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        result = CASES[name](settings)
-        meta: dict[str, Any] = {**current_meta(), "seconds": round(time.monotonic() - started)}
-        stored[name] = {"meta": meta, "rows": [asdict(r) for r in result.rows]}
-        if result.data:
-            stored[name]["data"] = result.data
-    ordered = {name: stored[name] for name in CASES if name in stored}
-    print(write_outputs(args.out, ordered), end="")
-    if not args.no_readme:
-        rewrite_readme(README, ordered)
+        started, (rows, data) = time.monotonic(), CASES[name]()
+        import torch
+
+        meta: dict[str, object] = {"python": platform.python_version(), "torch": torch.__version__}
+        meta |= {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs"}
+        meta |= {"date": time.strftime("%Y-%m-%d"), "seconds": round(time.monotonic() - started)}
+        stored[name] = {"meta": meta, "rows": [asdict(r) for r in rows], "data": data}
+    cases = {name: stored[name] for name in CASES if name in stored}
+    (OUT / "bench.json").write_text(json.dumps({"cases": cases}, indent=2) + "\n")
+    (OUT / "bench.md").write_text(bench_table(cases))
+    if "busbw" in cases:
+        busbw.plot(cases["busbw"]["data"], OUT / "busbw.svg")
+    rewrite_readme(ROOT / "README.md", cases)
     return 0
 
 

@@ -1,308 +1,209 @@
-"""Case ``ranks``: 2-rank tests under helios-pg's pytest plugin against the same tests
-written with ``torch.multiprocessing.spawn``, per test, in whole pytest sessions timed
-from their JUnit reports.
-
-A test of one all-reduce, on fresh ranks and on reused ones; a DDP test (construct,
-forward, backward, step) and an FSDP2 one on fresh ranks, with the forkserver's
-preload of torch's DDP stack and without it (``ranks_preload_torch = false``), and the
-forkserver's start-up time either way, from the session's terminal summary.
-"""
+"""The cases of many ranks, each run as pytest sessions under helios-pg's ``ranks`` plugin:
+``ranks``, the plugin itself against tests that start their ranks with
+``torch.multiprocessing.spawn``; ``collectives`` and ``scale``, whose ranks run the
+``on_ranks_*`` functions here and write what they measured into ``out``: every rank times
+helios and the alternative in turn, behind ``dist.barrier``."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import statistics
 import sys
 import tempfile
-from pathlib import Path
-
-from tests.support.procs import plain_environment, run_processes
-from tools.bench.rows import CaseResult, Row, Settings
-
-__all__ = ["run"]
-
-
-_RANKS_TESTS = 31
-_RANKS_PLUGIN_FILE = f"""
-import pytest
-import torch
-import torch.distributed as dist
-
-
-@pytest.mark.ranks(2)
-@pytest.mark.parametrize("case", range({_RANKS_TESTS}))
-def test_sum(dist_info, case):
-    x = torch.tensor([1.0])
-    dist.all_reduce(x)
-    assert x.item() == 2.0
-"""
-_RANKS_SPAWN_FILE = f"""
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict
 from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
 
-import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from torch._C._distributed_c10d import TCPStore
 
+import helios_pg
+from helios_collectives import all_reduce_tensors, barrier, gather_uneven
+from tests.support.procs import free_port, launcher_variables, plain_environment
+from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
 
-def _rank(rank, path):
-    store = dist.FileStore(path, 2)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
-                            timeout=timedelta(seconds=60))
-    x = torch.tensor([1.0])
-    dist.all_reduce(x)
-    assert x.item() == 2.0
-    dist.destroy_process_group()
+__all__ = ["on_ranks", "on_ranks_collectives", "on_ranks_scale", "plugin"]
 
+_TESTS = """
+from datetime import timedelta
+import pytest, torch, torch.distributed as dist, torch.multiprocessing as mp
 
-@pytest.mark.parametrize("case", range({_RANKS_TESTS}))
-def test_sum(case, tmp_path):
-    mp.spawn(_rank, args=(str(tmp_path / "store"),), nprocs=2)
-"""
-
-
-_STEP_TESTS = 7
-_STEP_SLOW_TESTS = 4
-"""Tests per session where each pays seconds of imports (spawn, no preload)."""
-_STEP = """
-import torch
-import torch.distributed as dist
-
-
-def step(kind, rank):
+def work(kind, rank):
+    if kind == "sum":
+        x = torch.tensor([1.0])
+        dist.all_reduce(x)
+        assert x.item() == 2.0
+        return
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    if kind == "ddp":
-        from torch.nn.parallel import DistributedDataParallel
-
-        model = DistributedDataParallel(model)
-    else:
-        import importlib
-
-        fully_shard = getattr(importlib.import_module("torch.distributed.fsdp"),
-                              "fully_shard", None)
-        if fully_shard is None:  # torch before 2.6
-            fully_shard = importlib.import_module(
-                "torch.distributed._composable.fsdp").fully_shard
-        fully_shard(model)
+    model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model(torch.full((3, 4), float(rank))).sum().backward()
     optimizer.step()
-"""
-_STEP_PLUGIN_FILE = (
-    _STEP
-    + """
-import pytest
 
+def _rank(rank, kind, path):
+    timeout, store = timedelta(seconds=60), dist.FileStore(path, 2)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=timeout)
+    work(kind, rank)
+    dist.barrier()  # neither rank tears gloo down while the other may still use it
+    dist.destroy_process_group()
 
 @pytest.mark.ranks(2)
 @pytest.mark.parametrize("case", range({tests}))
-def test_step(dist_info, case):
-    step("{kind}", dist_info.rank)
-"""
-)
-_STEP_SPAWN_FILE = (
-    _STEP
-    + """
-from datetime import timedelta
-
-import pytest
-import torch.multiprocessing as mp
-
-
-def _rank(rank, path):
-    store = dist.FileStore(path, 2)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
-                            timeout=timedelta(seconds=60))
-    step("{kind}", rank)
-    # Neither rank tears gloo down while the other may still use it.
-    dist.barrier()
-    dist.destroy_process_group()
-
+def test_plugin(dist_info, case):
+    work("{kind}", dist_info.rank)
 
 @pytest.mark.parametrize("case", range({tests}))
-def test_step(case, tmp_path):
-    mp.spawn(_rank, args=(str(tmp_path / "store"),), nprocs=2)
+def test_spawn(case, tmp_path):
+    mp.spawn(_rank, args=("{kind}", str(tmp_path / "store")), nprocs=2)
 """
-)
-_SERVER_READY = re.compile(r"forkserver ready in ([0-9.]+) s")
+_ON_RANKS = """
+@pytest.mark.ranks({world}, timeout=900)
+def test_{world}():
+    ranks.on_ranks_{function}(Path({out!r}))
+"""
 
 
-def _test_times(source: str, *options: str) -> list[float]:
-    """Seconds of each test of a pytest session run on ``source``, from its JUnit XML."""
-    return _session(source, *options)[0]
-
-
-def _session(source: str, *options: str) -> tuple[list[float], str]:
-    """Each test's seconds of a pytest session run on ``source``, and its output."""
-    import xml.etree.ElementTree as ET
-
+def _session(source: str, *options: str, **env: str) -> float:
+    """Median seconds per test of a pytest session on ``source``, but its first test."""
     with tempfile.TemporaryDirectory(prefix="hb-", dir="/tmp") as folder:
-        root = Path(folder)
-        (root / "test_bench_ranks.py").write_text(source)
-        report = root / "report.xml"
-        env = plain_environment(os.environ) | {"GLOO_SOCKET_IFNAME": "lo", "TMPDIR": folder}
+        Path(folder, "test_bench_ranks.py").write_text(source)
+        env = plain_environment(os.environ) | env | {"GLOO_SOCKET_IFNAME": "lo", "TMPDIR": folder}
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options]
-        command += [f"--junitxml={report}", str(root)]
-        # A session of its own: at the limit its forkserver and ranks go with pytest.
-        [finished] = run_processes([(command, env)], limit=900, cwd=root)
-        if finished.returncode != 0:
-            raise RuntimeError(f"the benchmark's pytest session failed:\n{finished.describe()}")
-        cases = ET.parse(report).getroot().iter("testcase")
-        return [float(case.attrib["time"]) for case in cases], finished.stdout
+        run_checked([*command, "--junitxml=r.xml", "."], env, limit=900, cwd=folder)
+        times = [float(t.attrib["time"]) for t in ET.parse(Path(folder, "r.xml")).iter("testcase")]
+    return statistics.median(times[1:] or times)
 
 
-def measure() -> list[Row]:
-    """The ranks plugin's cost per 2-rank test against a ``torch.multiprocessing.spawn`` harness."""
-    spawn = statistics.median(_test_times(_RANKS_SPAWN_FILE)[1:])
-    rows = []
-    for mode, options, goal in (
-        ("fresh ranks from the forkserver", (), 0.3),
-        ("--ranks-reuse", ("--ranks-reuse",), 0.05),
-    ):
-        # The first test starts the forkserver (it imports torch): the median leaves it out.
-        ours = statistics.median(_test_times(_RANKS_PLUGIN_FILE, *options)[1:])
-        rows.append(
-            Row(
-                "2-rank test: init, all-reduce, destroy (median of 30)",
-                f"@pytest.mark.ranks(2), {mode}",
-                "torch.multiprocessing.spawn(nprocs=2) per test",
-                ours,
-                spawn,
-                "s",
-                spawn / ours,
-                "alternative / helios (speed-up)",
-                f"helios <= {goal * 1000:g} ms",
-                ours <= goal,
-            )
-        )
-    return rows
+def on_ranks(function: str, *worlds: int) -> Measured:
+    """``on_ranks_<function>`` as a ranks test per world size: the rows its rank 0 wrote."""
+    with tempfile.TemporaryDirectory(prefix="hb-out-") as out:
+        source = "from pathlib import Path\n\nimport pytest\n\nfrom tools.bench import ranks\n"
+        source += "".join(_ON_RANKS.format(world=w, function=function, out=out) for w in worlds)
+        _session(source, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore", OPENBLAS_NUM_THREADS="1")
+        found = [json.loads(Path(out, f"{w}.json").read_text()) for w in worlds]
+    return [Row(**r) for rows in found for r in rows], {}
 
 
-def _server_seconds(output: str) -> float:
-    found = _SERVER_READY.search(output)
-    if found is None:
-        raise RuntimeError(f"the session did not say when its forkserver was ready:\n{output}")
-    return float(found.group(1))
+def plugin() -> Measured:
+    """Per 2-rank test against spawn: fresh and reused ranks, and a DDP step on fresh ranks
+    (a spawn session pays seconds per test, so it runs fewer of those)."""
+
+    def per_test(harness: str, kind: str, tests: int, *options: str) -> float:
+        return _session(_TESTS.format(kind=kind, tests=tests), "-k", harness, *options)
+
+    spawn, ranks = "torch.multiprocessing.spawn(nprocs=2)", "@pytest.mark.ranks(2), "
+    spawned, ddp_spawn = per_test("spawn", "sum", 31), per_test("spawn", "ddp", 4)
+    fresh, ddp = per_test("plugin", "sum", 31), per_test("plugin", "ddp", 7)
+    reused, faster = per_test("plugin", "sum", 31, "--ranks-reuse"), partial(row, speed_up=True)
+    test = "2-rank test: init, all-reduce, destroy (median of 30)"
+    ddp_test = "2-rank DDP test: construct, forward, backward, step, fresh ranks"
+    fork, per = f"{ranks}fresh ranks from the forkserver", f"{spawn} per test"
+    preloaded, stored = f"{ranks}torch's DDP stack preloaded", f"{spawn}, FileStore"
+    both = (ddp, ddp_spawn)
+    return [
+        faster(test, fork, per, (fresh, spawned), goal="helios <= 300 ms", headline=True),
+        faster(test, f"{ranks}--ranks-reuse", per, (reused, spawned), goal="helios <= 50 ms"),
+        faster(ddp_test, preloaded, stored, both, goal="helios <= 500 ms", headline=True),
+    ], {}
 
 
-def measure_steps() -> list[Row]:
-    """DDP and FSDP2 steps on fresh ranks, with and without the forkserver's preload."""
-    no_preload = ("-o", "ranks_preload_torch=false")
-    rows = []
-    starts: dict[str, list[float]] = {"preload": [], "none": []}
-    for kind, name in (("ddp", "DDP"), ("fsdp2", "FSDP2 (fully_shard)")):
-        fast = {"kind": kind, "tests": _STEP_TESTS}
-        slow = {"kind": kind, "tests": _STEP_SLOW_TESTS}
-        # The first test of each session also waits for the forkserver: left out.
-        times, output = _session(_STEP_PLUGIN_FILE.format(**fast))
-        ours = statistics.median(times[1:])
-        starts["preload"].append(_server_seconds(output))
-        times, output = _session(_STEP_PLUGIN_FILE.format(**slow), *no_preload)
-        unloaded = statistics.median(times[1:])
-        starts["none"].append(_server_seconds(output))
-        alternatives = [
-            ("@pytest.mark.ranks(2), ranks_preload_torch = false", unloaded),
-        ]
-        if kind == "ddp":
-            spawn = statistics.median(_test_times(_STEP_SPAWN_FILE.format(**slow))[1:])
-            alternatives.insert(0, ("torch.multiprocessing.spawn(nprocs=2), FileStore", spawn))
-        for alternative, theirs in alternatives:
-            rows.append(
-                Row(
-                    f"2-rank {name} test: construct, forward, backward, step, fresh ranks",
-                    "@pytest.mark.ranks(2), torch's DDP stack preloaded",
-                    alternative,
-                    ours,
-                    theirs,
-                    "s",
-                    theirs / ours,
-                    "alternative / helios (speed-up)",
-                    "helios <= 500 ms",
-                    ours <= 0.5,
-                )
-            )
-    preload, none = statistics.median(starts["preload"]), statistics.median(starts["none"])
-    rows.append(
-        Row(
-            "ranks plugin: forkserver start-up, once per session",
-            "torch, pytest, helios-pg and torch's DDP stack",
-            "torch, pytest, helios-pg (ranks_preload_torch = false)",
-            preload,
-            none,
-            "s",
-            preload / none,
-            "helios / alternative",
-            "report",
-            True,
-        )
-    )
-    return rows
+_TIMEOUT = timedelta(seconds=120)
+_timed = partial(paired, before=dist.barrier)  # every rank times the same call at once
 
 
-_MEMORY_WORLDS = (2, 8, 32)
-_MEMORY_FILE = """
-import json
-import os
-from pathlib import Path
+def _by_hand(t: torch.Tensor) -> torch.Tensor:
+    """An uneven gather as a user would write it: exchange the sizes, pad, gather, trim."""
+    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, torch.tensor([t.shape[0]]))
+    counts = [int(s.item()) for s in sizes]
+    padded = torch.zeros(max(counts), *t.shape[1:])
+    padded[: t.shape[0]] = t
+    parts = [torch.empty_like(padded) for _ in counts]
+    dist.all_gather(parts, padded)
+    return torch.cat([part[:count] for part, count in zip(parts, counts, strict=True)])
 
-import pytest
-import torch.distributed as dist
 
-OUT = Path({out!r})
+def _as_objects(t: torch.Tensor) -> torch.Tensor:
+    objects: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(objects, t)
+    return torch.cat(objects)
 
 
-def _record(world, rank):
-    dist.barrier()  # every rank of the test is alive and has run a collective
-    found = {{}}
+def on_ranks_collectives(out: Path) -> None:
+    """Two ranks: coalescing, the uneven gather and validation; rank 0 writes the rows."""
+    tensors, small = [torch.rand(16) for _ in range(64)], torch.rand(16)
+
+    def loop() -> None:
+        for t in tensors:
+            dist.all_reduce(t)
+
+    coalesced = _timed(partial(all_reduce_tensors, tensors), loop, number=20, repeat=9)
+    case, helios = "coalescing: all-reduce of 64 tensors of 16 floats", "all_reduce_tensors(list)"
+    alternative, faster = "64 x dist.all_reduce", partial(row, speed_up=True)
+    rows = [faster(case, helios, alternative, coalesced, goal=">= 10", headline=True)]
+    # About 4 KiB and 1 MiB per rank (rows of 1 KiB), first dimensions differing by rank.
+    for label, base, step, number in (("~4 KiB", 4, 1, 200), ("~1 MiB", 1024, 64, 10)):
+        t, case = torch.rand(base + step * dist.get_rank(), 256), f"uneven gather, {label} per rank"
+        for alternative, theirs, goal in (
+            ("by hand: all_gather sizes, pad, all_gather, trim", _by_hand, ">= 1"),
+            ("all_gather_object", _as_objects, ">= 2"),
+        ):
+            ours = partial(gather_uneven, t)
+            measured = _timed(ours, partial(theirs, t), number=number, repeat=15)
+            rows.append(faster(case, "gather_uneven", alternative, measured, goal=goal))
+    checked, plain = (partial(all_reduce_tensors, small, validate=v) for v in (True, False))
+    measured, case = _timed(checked, plain, number=100, repeat=9), "validation mode cost"
+    names = ("all_reduce_tensors(validate=True)", "all_reduce_tensors(validate=False)")
+    rows.append(row(f"{case}, all-reduce of 16 floats", *names, measured))
+    if dist.get_rank() == 0:
+        out.joinpath("2.json").write_text(json.dumps([asdict(r) for r in rows]))
+
+
+def on_ranks_scale(out: Path) -> None:
+    """One world size: helios's init (all ranks starting at one moment) and barrier, memory,
+    and torch's init. Rank 0 writes the rows: medians over the ranks, init the slowest's."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    plan: list[Any] = [time.time() + 1.0 + 0.05 * world, free_port(), free_port(), 0.0]
+    dist.broadcast_object_list(plan, 0)
+    helios_pg.shutdown()  # the plugin's group: the one timed here is formed by env://
+    os.environ.update(launcher_variables(rank, world, plan[1]))
+    time.sleep(max(0.0, plan[0] - time.time()))
+    helios_pg.init(timeout=_TIMEOUT)
+    result: dict[str, Any] = {"init": time.time() - plan[0]}
+    for name in ("barrier", "monitored_barrier"):
+        result[name] = _timed(partial(barrier, 60.0), getattr(dist, name), number=20, repeat=5)
     for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
         name, _, rest = line.partition(":")
-        if name in ("Pss", "Rss"):
-            found[name.lower()] = int(rest.split()[0]) * 1024
-    OUT.joinpath(f"{{world}}-{{rank}}.json").write_text(json.dumps(found))
-    dist.barrier()
-""" + "".join(
-    f"""
-
-@pytest.mark.ranks({world}, timeout=300)
-def test_memory_{world}(dist_info):
-    _record({world}, dist_info.rank)
-"""
-    for world in _MEMORY_WORLDS
-)
-
-
-def measure_memory() -> list[Row]:
-    """PSS and RSS per rank of the ranks plugin's fresh ranks, at 2, 8 and 32 ranks."""
-    import json
-
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="hb-memory-") as folder:
-        _session(_MEMORY_FILE.format(out=folder))
-        for world in _MEMORY_WORLDS:
-            found = [
-                json.loads(Path(folder, f"{world}-{rank}.json").read_text())
-                for rank in range(world)
-            ]
-            pss = statistics.median(f["pss"] for f in found) / 2**20
-            rss = statistics.median(f["rss"] for f in found) / 2**20
-            rows.append(
-                Row(
-                    f"ranks plugin: memory per rank, {world} ranks (torch preloaded)",
-                    "PSS (shared pages counted once)",
-                    "RSS",
-                    pss,
-                    rss,
-                    "MiB",
-                    pss / rss,
-                    "helios / alternative",
-                    "report",
-                    True,
-                )
-            )
-    return rows
-
-
-def run(settings: Settings) -> CaseResult:
-    return CaseResult(measure() + measure_steps() + measure_memory())
+        if name in {"Pss", "Rss"}:
+            result[name.lower()] = int(rest.split()[0]) / 1024  # MiB
+    plan[3] = time.time() + 1.0
+    dist.broadcast_object_list(plan, 0)
+    helios_pg.shutdown()
+    time.sleep(max(0.0, plan[3] - time.time()))
+    store = TCPStore("127.0.0.1", plan[2], world, rank == 0, timeout=_TIMEOUT)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=_TIMEOUT)
+    result["tcp"] = time.time() - plan[3]
+    ranks: list[Any] = [None] * world
+    dist.all_gather_object(ranks, result)
+    dist.destroy_process_group()
+    if rank != 0:
+        return
+    at, init = f"scale, {world} ranks: ", [max(r[k] for r in ranks) for k in ("init", "tcp")]
+    helios, tcp = "helios_pg.init (env://, TCPStore)", "init_process_group on a TCPStore"
+    rows = [row(at + "init, slowest rank", helios, tcp, init)]
+    for name in ("barrier", "monitored_barrier"):
+        ours = "helios_collectives.barrier"
+        goal = "<= 3" if name == "barrier" and world == 64 else "report"
+        measured = [statistics.median(r[name][i] for r in ranks) for i in range(3)]
+        rows.append(row(f"{at}{ours} per call", ours, f"dist.{name}", measured, goal=goal))
+    memory = [statistics.median(r[key] for r in ranks) for key in ("pss", "rss")]
+    case = at + "memory per rank (forked by the ranks plugin)"
+    rows.append(row(case, "PSS (shared pages counted once)", "RSS", memory, unit="MiB"))
+    out.joinpath(f"{world}.json").write_text(json.dumps([asdict(r) for r in rows]))
