@@ -8,9 +8,8 @@ package index rather than ``uv.lock``::
     uv run nox -f tools/noxfile.py -t light        # the sessions of a tag
     uv run nox -f tools/noxfile.py -t range --parallel 2   # two sessions at a time
 
-Each test runs once, where its environment matters. The main run (``uv run pytest``, the
-locked newest torch on Python 3.11) runs the default selection; the real launchers and the
-virtual nodes have steps of their own in ``.ci/run``. Here:
+Each test runs once, where its environment matters: the main run (``uv run pytest``,
+locked, Python 3.11) runs the default selection, ``.ci/run`` the launchers and nodes. Here:
 
 - ``floor``: the default selection and the fault scenarios on the lowest versions the
   metadata allows (Python 3.10, torch 2.4, pytest 8.0 for the ranks plugin);
@@ -99,14 +98,11 @@ WARM_MODULES = (
     "pytest_timeout",
     "hypothesis",
 )
-_WARM = """
-import importlib, sys
-for name in sys.argv[1:]:
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        pass
-"""
+# Imports each module whose package is installed (no torch in no-torch).
+_WARM = (
+    "import importlib.util as u, sys\n"
+    "[__import__(n) for n in sys.argv[1:] if u.find_spec(n.partition('.')[0])]"
+)
 
 
 def warm_bytecode(session: nox.Session) -> None:

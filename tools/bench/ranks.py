@@ -24,7 +24,14 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import TCPStore
 
 import helios_pg
-from helios_collectives import all_reduce_tensors, barrier, gather_uneven
+from helios_collectives import (
+    all_reduce_dict,
+    all_reduce_tensors,
+    barrier,
+    broadcast_object,
+    gather_objects,
+    gather_uneven,
+)
 from tests.support.procs import free_port, launcher_variables, plain_environment
 from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
 
@@ -158,6 +165,26 @@ def on_ranks_collectives(out: Path) -> None:
             ours = partial(gather_uneven, t)
             measured = _timed(ours, partial(theirs, t), number=number, repeat=15)
             rows.append(faster(case, "gather_uneven", alternative, measured, goal=goal))
+    config, vocab = {"lr": 0.1, "layers": [64] * 8}, [f"w{i}" for i in range(20_000)]
+    for label, obj in (("a config dict", config), ("a 20,000-word vocabulary", vocab)):
+        listed = partial(dist.broadcast_object_list, [obj])
+        timed = _timed(partial(broadcast_object, obj), listed, number=20, repeat=9)
+        rows.append(faster(f"broadcast {label}", "broadcast_object", "broadcast_object_list",
+                           timed, goal=">= 1"))  # fmt: skip
+        slots: list[object] = [None] * dist.get_world_size()
+        gathered = partial(dist.all_gather_object, slots, obj)
+        timed = _timed(partial(gather_objects, obj), gathered, number=20, repeat=9)
+        rows.append(faster(f"gather {label}", "gather_objects", "all_gather_object", timed,
+                           goal=">= 1"))  # fmt: skip
+    metrics = {f"m{i}": torch.rand(()) for i in range(8)}
+
+    def each() -> None:
+        for value in metrics.values():
+            dist.all_reduce(value)
+
+    timed = _timed(partial(all_reduce_dict, metrics), each, number=50, repeat=9)
+    rows.append(faster("a dict of 8 metrics", "all_reduce_dict", "8 x dist.all_reduce", timed,
+                       goal=">= 1"))  # fmt: skip
     checked, plain = (partial(all_reduce_tensors, small, validate=v) for v in (True, False))
     measured, case = _timed(checked, plain, number=100, repeat=9), "validation mode cost"
     names = ("all_reduce_tensors(validate=True)", "all_reduce_tensors(validate=False)")
