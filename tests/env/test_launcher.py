@@ -164,7 +164,10 @@ def test_helios_launcher_forces_one_source(forced: str, expected: Launcher) -> N
         pytest.param({"HELIOS_LAUNCHER": "torchrun"}, "TORCHELASTIC_RUN_ID", id="no-torchrun"),
         pytest.param({"HELIOS_LAUNCHER": "slurm"}, "SLURM_PROCID", id="no-step"),
         pytest.param({"HELIOS_LAUNCHER": "mpi"}, "OMPI_COMM_WORLD_RANK", id="no-mpi"),
-        pytest.param({"HELIOS_LAUNCHER": "env"}, "RANK, WORLD_SIZE", id="no-rank"),
+        pytest.param({"HELIOS_LAUNCHER": "env"}, "RANK and WORLD_SIZE are not", id="no-rank"),
+        pytest.param(
+            {"HELIOS_LAUNCHER": "env", "RANK": "0"}, "but WORLD_SIZE is not set;", id="no-size"
+        ),
     ],
 )
 def test_helios_launcher_without_its_variables_is_an_error(

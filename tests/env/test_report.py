@@ -77,8 +77,19 @@ def test_report_of_a_plain_process_shows_defaults_and_no_rendezvous() -> None:
     status, out, _ = run_main([], {})
 
     assert status == 0
-    assert "none" in out
     assert "0 of 1  [default, default]" in out
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    # A world of one needs no rendezvous (helios_pg.init runs it on a local store), and
+    # no launcher means no job, said without a double negative.
+    assert lines["rendezvous"].split(None, 1)[1] == (
+        "not needed  [one process: helios_pg.init uses a local store]"
+    )
+    assert lines["job"].split(None, 1)[1] == "none  [no launcher, so no job]"
+
+
+def test_report_asks_for_the_rendezvous_only_where_several_processes_meet() -> None:
+    _, out, _ = run_main([], {"RANK": "0", "WORLD_SIZE": "2"})
+
     assert "unknown (set MASTER_ADDR and MASTER_PORT)" in out
 
 

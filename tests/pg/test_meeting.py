@@ -150,3 +150,17 @@ def test_multi_node_mpirun_without_master_addr_says_what_to_set(
     assert "MASTER_ADDR" in message
     assert "mpi4py" in message
     assert "MASTER_PORT" not in message.split("is not set", maxsplit=1)[0]
+
+
+def test_several_ranks_without_a_meeting_point_name_what_is_missing_in_agreement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+    with pytest.raises(RendezvousConfigError) as caught:
+        init(backend="gloo", timeout=timedelta(seconds=5))
+
+    assert "but MASTER_ADDR and MASTER_PORT are not set;" in str(caught.value)

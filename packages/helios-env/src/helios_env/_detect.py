@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from helios_env._environ import Getter, getter_for
 from helios_env._errors import LauncherEnvError
 from helios_env._launcher import MPI_SPECS, SPECS, Launcher, LauncherSpec
+from helios_env._variables import not_set
 
 __all__ = [
     "FORCE_VARIABLE",
@@ -119,7 +120,7 @@ def _forced(get: Getter, raw: str) -> Launcher:
     missing = [name for name in SPECS[launcher].detect if get(name) is None]
     if missing:
         message = (
-            f"{FORCE_VARIABLE}={raw!r} but {', '.join(missing)} is not set; start the "
+            f"{FORCE_VARIABLE}={raw!r} but {not_set(missing)}; start the "
             f"program with that launcher, or change {FORCE_VARIABLE}"
         )
         raise LauncherEnvError(FORCE_VARIABLE, raw, message)

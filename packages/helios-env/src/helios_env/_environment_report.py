@@ -102,7 +102,11 @@ class EnvironmentReport:
         src = self.sources
         rendezvous = self.rendezvous or "unknown (set MASTER_ADDR and MASTER_PORT)"
         where = f"{src.get('master_addr', 'not set')}; {src.get('master_port', 'not set')}"
+        if self.rendezvous is None and info.world_size == 1:
+            # helios_pg.init runs a world of one on a local store: nothing to meet at.
+            rendezvous, where = "not needed", "one process: helios_pg.init uses a local store"
         group = "live default group" if self.process_group else "none"
+        job_unknown = "none" if self.launcher is Launcher.NONE else "unknown"
         rows = [
             ("launcher", str(self.launcher), ""),
             ("process group", group, ""),
@@ -127,7 +131,7 @@ class EnvironmentReport:
             ),
             ("host", f"{socket.gethostname()} (pid {os.getpid()})", ""),
             ("rendezvous", rendezvous, where),
-            ("job", self.job or "unknown", src.get("job", "")),
+            ("job", self.job or job_unknown, src.get("job", "")),
             (
                 "interface",
                 self.gloo_interface or "gloo's choice",

@@ -124,7 +124,9 @@ def _job(get: Getter, launcher: Launcher, *, one_node: bool) -> tuple[str | None
         if None in values:
             return None, f"not known: {' or '.join(names)} is not set"
         return spec.job_format.format(*values), ", ".join(names)
-    if spec is None or not spec.mpi:
+    if spec is None:
+        return None, "no launcher, so no job"
+    if not spec.mpi:
         return None, f"not known: {launcher} sets no job id"
     for name in spec.job[0]:
         value = get(name)

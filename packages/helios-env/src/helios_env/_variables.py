@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from helios_env._environ import Getter
@@ -23,6 +24,7 @@ __all__ = [
     "from_variables",
     "live_group",
     "missing",
+    "not_set",
     "parse_int",
     "read_int",
 ]
@@ -104,6 +106,13 @@ def _tasks_per_node(get: Getter, name: str, node_name: str) -> tuple[int, str] |
     if node >= len(counts):
         return None
     return counts[node], name
+
+
+def not_set(names: Sequence[str]) -> str:
+    """``"A is not set"``, ``"A and B are not set"``, ``"A, B and C are not set"``."""
+    if len(names) == 1:
+        return f"{names[0]} is not set"
+    return f"{', '.join(names[:-1])} and {names[-1]} are not set"
 
 
 def missing(get: Getter, present: str, absent: str) -> LauncherEnvError:

@@ -35,11 +35,23 @@ def offered_backends() -> tuple[str, ...]:
     return (*built_in, *(name.lower() for name in plugins if name.lower() not in built_in))
 
 
+def _runs_here(name: str) -> bool:
+    """Whether a backend this torch offers can run in this process (nccl needs CUDA)."""
+    if name == "nccl":
+        return torch.cuda.is_available()
+    if name == "xccl":
+        xpu = getattr(torch, "xpu", None)
+        return bool(xpu is not None and xpu.is_available())
+    return True
+
+
 def _unknown(backend: str, what: str) -> BackendUnavailableError:
+    runnable = [name for name in offered_backends() if _runs_here(name)]
+    device_map = f", or {_DEVICE_MAP}" if torch.cuda.is_available() else ""
     message = (
-        f"backend={backend!r}: {what}. This torch build ({torch.__version__}) offers "
-        f"{', '.join(map(repr, offered_backends()))}, or {_DEVICE_MAP}; pass one of them, "
-        "or omit backend to choose automatically"
+        f"backend={backend!r}: {what}. In this process, this torch build "
+        f"({torch.__version__}) can run {', '.join(map(repr, runnable))}{device_map}; pass "
+        "one of them, or omit backend to choose automatically"
     )
     return BackendUnavailableError(message)
 

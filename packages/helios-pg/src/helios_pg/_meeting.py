@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 
 from helios_env import EnvironmentReport, Launcher
+from helios_env._variables import not_set
 from helios_pg._attempt import Attempt
 from helios_pg._errors import RendezvousConfigError
 from helios_pg._rendezvous import EnvStore, Meeting, open_store
@@ -92,8 +93,8 @@ def find_meeting(
         ]
         detail = f" ({'; '.join(why)})" if why else ""
         message = (
-            f"world_size={world_size} needs a rendezvous, but {', '.join(missing)} "
-            f"is not set{detail}; launch with torchrun, srun or mpirun, set the variables, "
+            f"world_size={world_size} needs a rendezvous, but {not_set(missing)}{detail}; "
+            "launch with torchrun, srun or mpirun, set the variables, "
             "or pass init_method or store"
         )
         raise RendezvousConfigError(message)
