@@ -124,6 +124,21 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the ranks' forkserver once collection found a ranks test that will run here.
+
+    Its imports then overlap the rest of the session until the first ranks test. Not in
+    pytest-xdist's controller, which runs no test, nor with ``--collect-only``.
+    """
+    config = session.config
+    if config.option.collectonly or config.pluginmanager.has_plugin("dsession"):
+        return
+    if any(item.get_closest_marker(MARKER) is not None for item in session.items):
+        from helios_pg._testing._forkserver import start_early
+
+        start_early(config)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say how long the ranks' forkserver took to start, when a ranks test started it."""
     server = sys.modules.get("helios_pg._testing._forkserver")
@@ -131,8 +146,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if started is not None:
         modules = ", ".join(started.preloaded)
         terminalreporter.write_line(
-            f"helios-pg ranks: forkserver ready in {started.seconds:.1f} s, "
-            f"having imported {modules}"
+            f"helios-pg ranks: forkserver ready in {started.seconds:.1f} s "
+            f"({started.waited:.1f} s of it in the first ranks test), having imported {modules}"
         )
 
 

@@ -1,8 +1,11 @@
-"""The ranks' forkserver: one per pytest session, started on first use.
+"""The ranks' forkserver: one per pytest session, started as soon as it is known to be needed.
 
 Its process imports torch and helios_pg (and what :mod:`helios_pg._testing._preload`
 adds) before it forks any rank, so a rank starts in milliseconds instead of importing
-torch. How long it took to start is kept for the terminal summary.
+torch. Once collection has found a ``ranks`` test, :func:`start_early` spawns it, and it
+imports in its own process while the plain tests run; the first ranks test waits only
+for what is left. How long it took, and how much of it that test waited, are kept for
+the terminal summary.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 
 from helios_pg._testing._preload import BASE, PRELOAD_VARIABLE, ready, torch_stack
 
-__all__ = ["ServerStart", "forkserver_context", "server_start"]
+__all__ = ["ServerStart", "forkserver_context", "server_start", "start_early"]
 
 _context: ForkServerContext | None = None
 
@@ -29,10 +32,14 @@ class ServerStart:
     """How the session's forkserver started: what it imported, and how long it took."""
 
     seconds: float
+    """From its start to its first fork."""
+    waited: float
+    """How much of that the first ranks test waited."""
     preloaded: tuple[str, ...]
 
 
 _started: ServerStart | None = None
+_spawned: tuple[ForkServerContext, float, tuple[str, ...]] | None = None
 
 
 def _preload_names(config: pytest.Config) -> list[str]:
@@ -55,26 +62,48 @@ def _preload_names(config: pytest.Config) -> list[str]:
     return names
 
 
+def start_early(config: pytest.Config) -> None:
+    """Spawn the session's forkserver now, without waiting for its imports.
+
+    Its process imports torch while collection ends and the plain tests run. Nothing is
+    spawned when a ``ranks_preload`` module is missing: the first ranks test says so.
+    """
+    global _spawned  # noqa: PLW0603 - one forkserver for the whole session
+    if _spawned is not None or _context is not None:
+        return
+    try:
+        names = _preload_names(config)
+    except pytest.fail.Exception:
+        return
+    context = multiprocessing.get_context("forkserver")
+    assert isinstance(context, ForkServerContext)
+    context.set_forkserver_preload([*BASE, "helios_pg._testing._preload"])
+    start = time.monotonic()
+    # The server reads the names from its environment; nothing else inherits it.
+    os.environ[PRELOAD_VARIABLE] = ",".join(names)
+    try:
+        forkserver.ensure_running()
+    finally:
+        del os.environ[PRELOAD_VARIABLE]
+    _spawned = (context, start, (*BASE, *names))
+
+
 def forkserver_context(config: pytest.Config) -> ForkServerContext:
-    """The session's forkserver, started on first use with its modules imported."""
+    """The session's forkserver, started if it was not, once it has imported its modules."""
     global _context, _started  # noqa: PLW0603 - one forkserver for the whole session
     if _context is None:
-        context = multiprocessing.get_context("forkserver")
-        assert isinstance(context, ForkServerContext)
-        names = _preload_names(config)
-        context.set_forkserver_preload([*BASE, "helios_pg._testing._preload"])
-        start = time.monotonic()
-        # The server reads the names from its environment; nothing else inherits it.
-        os.environ[PRELOAD_VARIABLE] = ",".join(names)
-        try:
-            forkserver.ensure_running()
-        finally:
-            del os.environ[PRELOAD_VARIABLE]
+        if _spawned is None:
+            _preload_names(config)  # a missing ranks_preload module fails the test here
+            start_early(config)
+        assert _spawned is not None
+        context, start, preloaded = _spawned
+        asked = time.monotonic()
         # The first fork waits for the server, which imports everything before it forks.
         probe = context.Process(target=ready, daemon=True)
         probe.start()
         probe.join()
-        _started = ServerStart(time.monotonic() - start, (*BASE, *names))
+        done = time.monotonic()
+        _started = ServerStart(done - start, done - asked, preloaded)
         _context = context
     return _context
 
