@@ -9,7 +9,9 @@ verdict. This tool reads such a file and renders one row per scenario: the fault
 the tests that judge it assert, what the ranks got, the time to the slowest error, and
 whether every one of those tests passed. Run it with::
 
-    uv run pytest -m "faults or not faults" --junitxml=faults.xml TESTS...
+    uv run pytest -m "not launchers and not slow and not multinode" --junitxml=faults.xml \\
+        tests/env/test_malformed.py tests/pg/test_validation.py tests/pg/test_init.py \\
+        tests/integration/test_reliability.py
     uv run python -m tools.faults --from faults.xml   # write faults.{md,json}
     uv run python -m tools.faults --no-run            # rewrite faults.md from faults.json
 

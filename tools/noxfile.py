@@ -145,11 +145,9 @@ def install_editable(session: nox.Session, *packages: str, resolution: str) -> N
 
 def installed(session: nox.Session) -> set[str]:
     """The names of the packages installed in the session's environment."""
-    command = ["uv", "pip", "list", "--quiet", "--format", "json"]
-    listed = subprocess.run(
-        command, env={**os.environ, "VIRTUAL_ENV": str(session.virtualenv.location)},
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    python = str(Path(str(session.virtualenv.location), "bin", "python"))
+    command = ["uv", "pip", "list", "--quiet", "--format", "json", "--python", python]
+    listed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return {entry["name"] for entry in json.loads(listed)}
 
 

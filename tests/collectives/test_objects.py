@@ -127,6 +127,20 @@ def test_all_reduce_dict_names_the_keys_and_ranks_that_differ(
     assert all_reduce_dict({"w": 1})["w"].item() == 3
 
 
+@on_ranks
+def test_all_reduce_dict_with_a_bad_value_on_one_rank_fails_every_rank(
+    dist_info: DistributedInfo,
+) -> None:
+    rank = dist_info.rank
+    metrics: dict[str, object] = {"acc": None if rank == 1 else 0.5}
+    expected = TypeError if rank == 1 else CollectiveArgumentError
+    match = r"metrics\['acc'\]" if rank == 1 else r"rank 1: TypeError: .*metrics\['acc'\]"
+    with pytest.raises(expected, match=match):
+        all_reduce_dict(metrics)  # type: ignore[arg-type]
+    # Nobody was left waiting: the group goes on.
+    assert all_reduce_dict({"acc": 1})["acc"].item() == 3
+
+
 def test_the_object_helpers_need_a_group() -> None:
     with pytest.raises(ProcessGroupNotInitializedError, match="broadcast_object"):
         broadcast_object(1)

@@ -75,6 +75,7 @@ def test_the_root_toctree_lists_the_pages_in_order() -> None:
         "helios-pg",
         "helios-collectives",
         "helios-log",
+        "training",
         "testing",
         "failures",
         "benchmarks",

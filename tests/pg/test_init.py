@@ -133,6 +133,8 @@ def test_every_timeout_takes_seconds_or_a_timedelta(
         ({"timeout": float("inf")}, RendezvousConfigError, "positive, finite number"),
         ({"timeout": "20"}, TypeError, "init's timeout must be seconds .* got str: '20'"),
         ({"hang_timeout": timedelta(seconds=-1)}, RendezvousConfigError, "hang_timeout must"),
+        ({"hang_timeout": "30"}, TypeError, "hang_timeout must be seconds .* got str: '30'"),
+        ({"timeout": 1e300}, RendezvousConfigError, "timeout must be a positive, finite number"),
     ],
 )
 def test_a_timeout_that_is_not_positive_is_named_before_anything_starts(

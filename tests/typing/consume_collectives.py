@@ -51,7 +51,8 @@ def consume(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
     assert_type(result.split(), tuple[torch.Tensor, ...])
 
     assert_type(broadcast_object({"lr": 0.1}), dict[str, float])
-    assert_type(broadcast_object(None, src=1, group=group), None)
+    config = {"lr": 0.1} if group.rank() == 0 else None
+    assert_type(broadcast_object(config, src=0, group=group), dict[str, float])
     assert_type(gather_objects(3), list[int])
     assert_type(gather_objects("x", group=group), list[str])
     assert_type(all_reduce_dict({"loss": tensor, "n": 3}), dict[str, torch.Tensor])

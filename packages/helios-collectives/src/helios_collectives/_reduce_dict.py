@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import torch
 import torch.distributed as dist
 
-from helios_collectives._errors import CollectiveMismatchError
+from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
 from helios_collectives._group import control_device, global_ranks, require_group
 from helios_collectives._objects import gather_objects
 from helios_collectives._reduce import all_reduce_tensors
@@ -110,9 +110,10 @@ def all_reduce_dict(
             ``RuntimeError``).
         CollectiveMismatchError: The ranks' dicts differ in keys, shapes or common
             dtype (a ``ValueError``, raised on every rank, before the reduction).
-        CollectiveArgumentError: ``op=ReduceOp.AVG`` of integer values (a
-            ``ValueError``).
-        TypeError: A key is not a ``str``, or a value neither a tensor nor a number.
+        CollectiveArgumentError: ``op=ReduceOp.AVG`` of integer values, or another
+            rank's metrics are invalid, named with why (a ``ValueError``).
+        TypeError: A key is not a ``str``, or a value neither a tensor nor a number
+            (raised on that rank after the exchange, so that no rank waits for it).
 
     Example::
 
@@ -125,7 +126,12 @@ def all_reduce_dict(
             means = all_reduce_dict({"loss": torch.tensor(0.25), "acc": 0.5}, op=ReduceOp.AVG)
     """
     pg = require_group("all_reduce_dict", group)
-    values = {key: _as_tensor(key, value) for key, value in metrics.items()}
+    problem: Exception | None = None
+    try:
+        values = {key: _as_tensor(key, value) for key, value in metrics.items()}
+    except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
+        # Told to the others in the exchange below, so that none waits for this rank.
+        values, problem = {}, exc
     dtype = torch.float32
     if values:
         dtype = next(iter(values.values())).dtype
@@ -133,12 +139,24 @@ def all_reduce_dict(
             dtype = torch.promote_types(dtype, value.dtype)
     layout: Layout = tuple(sorted((key, tuple(value.shape)) for key, value in values.items()))
     device = control_device(pg)
-    mine = torch.tensor([_digest(layout, dtype)], dtype=torch.int64, device=device)
-    digests = torch.empty(pg.size(), dtype=torch.int64, device=device)
-    all_gather_flat(digests, mine, pg)
-    if len(set(digests.tolist())) > 1:
-        layouts = gather_objects((layout, str(dtype)), group=pg)
-        raise _mismatch(layouts, global_ranks(pg))
+    mine = torch.tensor([_digest(layout, dtype), problem is not None], device=device)
+    exchanged = torch.empty(2 * pg.size(), dtype=torch.int64, device=device)
+    all_gather_flat(exchanged, mine, pg)
+    digests, bad = exchanged[0::2].tolist(), exchanged[1::2].tolist()
+    if len(set(digests)) > 1 or any(bad):
+        why = None if problem is None else f"{type(problem).__name__}: {problem}"
+        seen = gather_objects((layout, str(dtype), why), group=pg)
+        if problem is not None:
+            raise problem
+        ranks = global_ranks(pg)
+        failed = [f"rank {r}: {w}" for r, (_, _, w) in zip(ranks, seen, strict=True) if w]
+        if failed:
+            message = (
+                f"all_reduce_dict: other ranks' metrics are invalid ({'; '.join(failed)}); "
+                "every rank must pass str keys and tensor or number values"
+            )
+            raise CollectiveArgumentError(message)
+        raise _mismatch([(lay, dt) for lay, dt, _ in seen], ranks)
     if not values:
         return {}
     order = [key for key, _ in layout]

@@ -24,7 +24,7 @@ from helios_pg._interface import release_gloo
 from helios_pg._layout import learn_after_init, prepare_nodes
 from helios_pg._meeting import connect_env, find_meeting
 from helios_pg._rendezvous import EnvStore
-from helios_pg._timeouts import Timeout, seconds_of
+from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
 from helios_pg._torch import destroy_without_deadlock
 from helios_pg._torch_errors import Step, map_torch_errors
 from helios_pg._watchdog import hang_timeout_from
@@ -73,16 +73,14 @@ def _check_arguments(
     """Check init's own arguments before anything is sent; return both timeouts."""
     _check_rank_arguments(world_size, rank)
     try:
-        seconds = None if timeout is None else seconds_of(timeout, "init's timeout")
+        group = None if timeout is None else as_timedelta(timeout, "init's timeout")
+        hang = None if hang_timeout is None else seconds_of(hang_timeout, "hang_timeout")
     except ValueError as exc:
         raise RendezvousConfigError(f"{exc}; pass, e.g., 60 or timedelta(minutes=5)") from None
-    if isinstance(hang_timeout, timedelta):
-        hang_timeout = hang_timeout.total_seconds()
     try:
-        hang = hang_timeout_from(hang_timeout)
+        return group, hang_timeout_from(hang)  # HELIOS_HANG_TIMEOUT when hang is None
     except ValueError as exc:
         raise RendezvousConfigError(str(exc)) from None
-    return (None if seconds is None else timedelta(seconds=seconds)), hang
 
 
 def init(

@@ -6,11 +6,11 @@ marker. Imports no torch (the pytest plugin reads its marker with it).
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta
 
-__all__ = ["Timeout", "seconds_of"]
+__all__ = ["Timeout", "as_timedelta", "seconds_of"]
 
+_LONGEST = timedelta.max.total_seconds()
 Timeout = float | timedelta
 """A timeout: seconds as an ``int`` or ``float``, or a ``datetime.timedelta``."""
 
@@ -39,7 +39,24 @@ def seconds_of(value: object, name: str) -> float:
             f"{type(value).__name__}: {value!r}"
         )
         raise TypeError(message)
-    if not (seconds > 0 and math.isfinite(seconds)):
+    if not (0 < seconds <= _LONGEST):
         message = f"{name} must be a positive, finite number of seconds, got {value!r}"
         raise ValueError(message)
     return seconds
+
+
+def as_timedelta(value: object, name: str) -> timedelta:
+    """Return a timeout given in seconds or as a ``timedelta`` as a ``timedelta``.
+
+    Args:
+        value: Seconds as a number, or a ``timedelta``.
+        name: How the caller names it in a message.
+
+    Returns:
+        The timeout.
+
+    Raises:
+        TypeError: ``value`` is neither a number nor a ``timedelta``.
+        ValueError: It is not positive, or too long for a ``timedelta``.
+    """
+    return timedelta(seconds=seconds_of(value, name))

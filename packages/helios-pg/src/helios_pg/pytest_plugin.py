@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "dist_info",
     "pytest_addoption",
+    "pytest_collection_finish",
     "pytest_configure",
     "pytest_pyfunc_call",
     "pytest_sessionfinish",
@@ -125,13 +126,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the ranks' forkserver once collection found a ranks test that will run here.
+    """Start the ranks' forkserver once collection found a ranks test.
 
-    Its imports then overlap the rest of the session until the first ranks test. Not in
-    pytest-xdist's controller, which runs no test, nor with ``--collect-only``.
+    Its imports then overlap the rest of the session until the first ranks test. Not
+    with ``--collect-only``, and not under pytest-xdist: its controller runs no test, and
+    each worker collects every test but runs only some (a worker starts its forkserver
+    at its first ranks test).
     """
     config = session.config
-    if config.option.collectonly or config.pluginmanager.has_plugin("dsession"):
+    xdist = config.pluginmanager.has_plugin("dsession") or hasattr(config, "workerinput")
+    if config.option.collectonly or xdist:
         return
     if any(item.get_closest_marker(MARKER) is not None for item in session.items):
         from helios_pg._testing._forkserver import start_early

@@ -226,7 +226,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         bindings = exchange_objects(_binding(device, report.info), device)
         if progress:
             print("helios-collectives: verifying collectives", end="", file=progress, flush=True)
-        checks = run_checks(device)
+        try:
+            checks = run_checks(device)
+        finally:
+            if progress:
+                print("\r\033[K", end="", file=progress, flush=True)  # the line goes
         points: list[SweepPoint] = []
         if not args.no_bench:
             points = run_sweep(

@@ -10,6 +10,7 @@ the terminal summary.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import multiprocessing
 import os
@@ -62,19 +63,10 @@ def _preload_names(config: pytest.Config) -> list[str]:
     return names
 
 
-def start_early(config: pytest.Config) -> None:
-    """Spawn the session's forkserver now, without waiting for its imports.
-
-    Its process imports torch while collection ends and the plain tests run. Nothing is
-    spawned when a ``ranks_preload`` module is missing: the first ranks test says so.
-    """
+def _spawn(config: pytest.Config) -> None:
+    """Spawn the session's forkserver, which imports its modules in its own process."""
     global _spawned  # noqa: PLW0603 - one forkserver for the whole session
-    if _spawned is not None or _context is not None:
-        return
-    try:
-        names = _preload_names(config)
-    except pytest.fail.Exception:
-        return
+    names = _preload_names(config)  # a missing ranks_preload module fails the test here
     context = multiprocessing.get_context("forkserver")
     assert isinstance(context, ForkServerContext)
     context.set_forkserver_preload([*BASE, "helios_pg._testing._preload"])
@@ -88,13 +80,25 @@ def start_early(config: pytest.Config) -> None:
     _spawned = (context, start, (*BASE, *names))
 
 
+def start_early(config: pytest.Config) -> None:
+    """Spawn the session's forkserver now, without waiting for its imports.
+
+    Its process imports torch while collection ends and the plain tests run. What stops
+    it (a missing ``ranks_preload`` module, a socket it cannot open) is left to the first
+    ranks test, which starts it again and fails with the reason.
+    """
+    if _spawned is not None or _context is not None:
+        return
+    with contextlib.suppress(Exception, pytest.fail.Exception):
+        _spawn(config)
+
+
 def forkserver_context(config: pytest.Config) -> ForkServerContext:
     """The session's forkserver, started if it was not, once it has imported its modules."""
     global _context, _started  # noqa: PLW0603 - one forkserver for the whole session
     if _context is None:
         if _spawned is None:
-            _preload_names(config)  # a missing ranks_preload module fails the test here
-            start_early(config)
+            _spawn(config)
         assert _spawned is not None
         context, start, preloaded = _spawned
         asked = time.monotonic()
