@@ -27,10 +27,10 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._errors import SizeSpecError
-from helios_collectives._main.objects import exchange_objects
 from helios_collectives._main.sizes import format_bytes, parse_sizes
 from helios_collectives._main.sweep import SweepPoint, run_sweep
 from helios_collectives._main.verify import CheckResult, run_checks
+from helios_collectives._objects import gather_objects
 from helios_env import (
     DistributedInfo,
     EnvironmentReport,
@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress = sys.stderr if rank == 0 and sys.stderr.isatty() else None
         device = local_device()
         report = inspect_environment()
-        bindings = exchange_objects(_binding(device, report.info), device)
+        bindings = gather_objects(_binding(device, report.info))
         if progress:
             print("helios-collectives: verifying collectives", end="", file=progress, flush=True)
         try:

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from helios_collectives._barrier import barrier
 from helios_collectives._gather import gather_into_tensor, gather_uneven
-from helios_collectives._main.objects import exchange_objects
+from helios_collectives._objects import gather_objects
 from helios_collectives._reduce import all_reduce_tensors
 from helios_collectives._safe_barrier import safe_barrier
 
@@ -160,7 +160,7 @@ def run_checks(device: torch.device) -> list[CheckResult]:
         assert isinstance(outcome, tuple)
         got, want = outcome
         local[name] = _compare(got, want)
-    everyone: list[dict[str, str | None] | None] = list(exchange_objects(local, device))
+    everyone: list[dict[str, str | None] | None] = list(gather_objects(local))
     results = []
     for name in CHECKS:
         failures = {
