@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from helios_pg import _failure, init, shutdown
 from helios_pg._error_file import write_error_file
-from helios_pg._failure import is_peer_failure
-from tests.pg.torchrun_jobs import root_cause, run_jobs
+from helios_pg._peer import is_peer_failure
+from tests.pg.torchrun_jobs import names_culprit, root_cause, run_jobs
 from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "failing.py"
@@ -43,24 +44,13 @@ def error_files(log_dir: Path) -> dict[int, dict[str, Any]]:
     return found
 
 
-def names_rank_one(cause: str, first: str) -> bool:
-    """Whether torchrun's root cause is rank 1, or a rank that says rank 1 failed first.
-
-    Where rank 1 is still tearing down when the ranks it broke have exited, torchrun
-    stops it, and a torch whose summary leaves out the workers it stopped (2.4) names
-    one of those ranks: its traceback then starts with rank 1's line.
-    """
-    if "rank      : 1 (local_rank: 1)" in cause:
-        return True
-    return "traceback : rank 1 on " in cause and f"failed first: {first}" in cause
-
-
 def rank_one_exited_with(cause: str, status: int) -> bool:
     """Whether torchrun's root cause, where it is rank 1 itself, shows exit ``status``.
 
-    Where a victim is the root cause instead (see :func:`names_rank_one`), rank 1's
-    status is not shown there; where torchrun stopped rank 1 while it was tearing down,
-    after its error file was written, the status is torchrun's SIGTERM.
+    Where a victim is the root cause instead (see
+    :func:`~tests.pg.torchrun_jobs.names_culprit`), rank 1's status is not shown there;
+    where torchrun stopped rank 1 while it was tearing down, after its error file was
+    written, the status is torchrun's SIGTERM.
     """
     rank_one = "rank      : 1 (local_rank: 1)\n  exitcode  : "
     if rank_one not in cause:
@@ -76,7 +66,7 @@ def test_the_root_cause_is_the_failing_rank_with_its_traceback(
     done, logs = jobs["raise"]
     assert done.returncode != 0
     cause = root_cause(done.stderr + done.stdout)
-    assert names_rank_one(cause, "ValueError: bad batch 7"), cause
+    assert names_culprit(cause, 1, "ValueError: bad batch 7"), cause
     files = error_files(logs)
     assert "raise ValueError(message)" in files[1]["message"]["extraInfo"]["py_callstack"]
     assert files[1]["message"]["message"] == "ValueError: bad batch 7"
@@ -123,7 +113,7 @@ def test_a_file_written_by_record_stands(jobs: dict[str, tuple[Finished, Path]])
 def test_a_thread_exception_is_reported_at_exit(jobs: dict[str, tuple[Finished, Path]]) -> None:
     done, logs = jobs["thread"]
     cause = root_cause(done.stderr + done.stdout)
-    assert names_rank_one(cause, "RuntimeError: loader thread died"), cause
+    assert names_culprit(cause, 1, "RuntimeError: loader thread died"), cause
     assert rank_one_exited_with(cause, 3), cause
     message = error_files(logs)[1]["message"]
     assert message["message"] == "RuntimeError: loader thread died (in thread loader)"
@@ -134,7 +124,7 @@ def test_a_thread_exception_is_reported_at_exit(jobs: dict[str, tuple[Finished, 
 def test_a_non_zero_system_exit_is_the_root_cause(jobs: dict[str, tuple[Finished, Path]]) -> None:
     done, logs = jobs["exit"]
     cause = root_cause(done.stderr + done.stdout)
-    assert names_rank_one(cause, "SystemExit: 3"), cause
+    assert names_culprit(cause, 1, "SystemExit: 3"), cause
     assert rank_one_exited_with(cause, 3), cause
     assert error_files(logs)[1]["message"]["message"] == "SystemExit: 3"
     assert "failed first: SystemExit: 3" in done.stderr + done.stdout
@@ -172,18 +162,51 @@ def test_an_existing_error_file_is_never_overwritten(tmp_path: Path) -> None:
     assert json.loads(fresh.read_text())["message"]["extraInfo"]["timestamp"] == "1"
 
 
+def raised_in(path: Path, error: BaseException) -> BaseException:
+    """``error``, raised by code whose file is ``path`` (its traceback's innermost frame)."""
+    code = compile("raise error", str(path), "exec")
+    try:
+        exec(code, {"error": error})
+    except BaseException as raised:
+        return raised
+    raise AssertionError
+
+
+TORCH = Path(torch.__file__).parent
+GLOO = "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Connection reset by peer"
+
+
+class MarkedError(ValueError):
+    helios_peer_failure = True
+
+
 @pytest.mark.parametrize(
     ("error", "peer"),
     [
-        (RuntimeError("[pair.cc:561] Connection closed by peer [127.0.0.1]:1234"), True),
-        (RuntimeError("Connection reset by peer"), True),
-        (RuntimeError("[../gloo/transport/tcp/pair.cc] Timed out waiting 10000ms"), True),
+        # Raised by torch inside a collective: a transport error of gloo, a timeout.
+        (raised_in(TORCH / "distributed" / "distributed_c10d.py", RuntimeError(GLOO)), True),
+        (raised_in(TORCH / "distributed" / "x.py", RuntimeError("Timed out waiting")), True),
+        # DistributedDataParallel's collective in backward: tagged by gloo's source file.
+        (raised_in(TORCH / "autograd" / "graph.py", RuntimeError(GLOO)), True),
+        (raised_in(TORCH / "autograd" / "graph.py", RuntimeError("out of memory")), False),
+        # The program's own errors, whatever their words.
+        (raised_in(Path("train.py"), TimeoutError("reading shard 17 timed out")), False),
+        (raised_in(Path("train.py"), RuntimeError("connection reset by peer: timeout")), False),
+        (raised_in(Path("train.py"), RuntimeError(GLOO)), False),
         (ValueError("bad batch 7"), False),
-        (RuntimeError("CUDA out of memory"), False),
+        (raised_in(Path("train.py"), MarkedError("rank 2's value")), True),
+        (raised_in(Path("train.py"), dist.DistNetworkError("gone")), True),
     ],
 )
-def test_a_peer_failure_is_told_from_a_rank_of_its_own(error: Exception, peer: bool) -> None:
+def test_a_peer_failure_is_told_by_type_and_origin(error: BaseException, peer: bool) -> None:
     assert is_peer_failure(error) is peer
+
+
+def test_a_peer_failure_is_found_in_what_an_error_was_raised_from() -> None:
+    cause = raised_in(TORCH / "distributed" / "distributed_c10d.py", RuntimeError(GLOO))
+    wrapped = ValueError("the step failed")
+    wrapped.__cause__ = cause
+    assert is_peer_failure(wrapped)
 
 
 def test_installing_twice_and_removing_restores_the_hooks() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.procs import Finished, base_env, run_processes, torchrun_command
 
-__all__ = ["ROOT_CAUSE", "root_cause", "run_jobs"]
+__all__ = ["ROOT_CAUSE", "names_culprit", "root_cause", "run_jobs"]
 
 ROOT_CAUSE = "Root Cause (first observed failure):"
 
@@ -47,3 +47,15 @@ def root_cause(output: str) -> str:
     """The part of torchrun's summary from its root cause on."""
     assert ROOT_CAUSE in output, output
     return output.split(ROOT_CAUSE, 1)[1]
+
+
+def names_culprit(cause: str, rank: int, what: str) -> bool:
+    """Whether torchrun's root cause is ``rank``, or a rank that says ``rank`` failed first.
+
+    Where the culprit is still tearing down when the ranks it broke have exited,
+    torchrun stops it, and a torch whose summary leaves out the workers it stopped (2.4)
+    names one of those ranks: its traceback then starts with the culprit's line.
+    """
+    if f"rank      : {rank} (local_rank: {rank})" in cause:
+        return True
+    return f"traceback : rank {rank} on " in cause and f"failed first: {what}" in cause

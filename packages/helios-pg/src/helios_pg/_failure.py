@@ -2,48 +2,54 @@
 
 :func:`install` (called by ``init()``) chains ``sys.excepthook`` and
 ``threading.excepthook``, keeping whatever was installed before (torch's own hooks
-included). On an uncaught exception in the main thread:
+included). The culprit is decided by one rule, the same in every report: the first
+failure in the job's ledger (:mod:`helios_pg._ledger`, the store's order of
+publication) that still stands.
 
-- a rank whose error is its own (not a collective broken by a peer) publishes
-  ``rank R on HOST failed: <Type>: <text>`` in the job's store, first come first
-  kept, through a connection of its own with a short timeout;
-- a rank whose collective failed because a peer went away (connection closed or
-  reset, a timeout) reads that line and puts ``rank R on HOST failed first: ...``
-  first: on its stderr, before its own traceback, and in its error file;
-- under torchrun (``TORCHELASTIC_ERROR_FILE``), the error file is written in
-  torchrun's own format, atomically, only by the process that installed the hook,
-  and never over a file that ``@record`` wrote. A victim's timestamp is set after
-  the culprit's, so that torchrun's root cause is the culprit.
+- A rank whose own code failed (an uncaught exception that is not a collective broken
+  by a peer, :mod:`helios_pg._peer`) publishes ``rank R on HOST failed: <Type>:
+  <text>`` in the ledger, through a connection of its own with a short timeout.
+- One of a rank's threads that dies publishes at once (``... failed: <Type>: <text>
+  (in thread loader)``) and writes its error file then, not at exit, which may never
+  come: the rank may be stopped while its main thread waits for that thread.
+- A rank whose collective failed because a peer went away, or whose own failure came
+  after another's, reads the first failure and puts ``rank R on HOST failed first:
+  ...`` first: on its stderr, before its own traceback, and in its error file.
+- Under torchrun (``TORCHELASTIC_ERROR_FILE``), the error file is written in
+  torchrun's own format, atomically, only by the process that installed the hook, and
+  never over a file that ``@record`` wrote. Every failure after the first is dated
+  after it (whole seconds, as torchrun reads them), so torchrun's root cause is the
+  same rank.
 
-An exception in another thread, and a non-zero ``SystemExit`` that passes through
-``shutdown()`` (a ``process_group()`` block), are kept and written to the error file at
-exit, unless the main thread's error came first; the ``SystemExit`` is published at
-once. ``os._exit()`` and signals leave nothing to say: the other ranks then say what
-they know. :func:`uninstall` (``shutdown()``) restores the
-previous hooks, except while an exception is propagating (``shutdown()`` in a
-``finally``, or a ``process_group()`` block): that exception is then reported at once,
-before the group is destroyed, since a launcher may stop this rank as soon as another
-has failed. ``HELIOS_FAILURE_REPORT=0``, or
-``init(report_failures=False)``, turns it all off.
+Reporting never depends on the exception behaving (:mod:`helios_pg._render`). A
+non-zero ``SystemExit`` that passes through ``shutdown()`` (a ``process_group()``
+block) is published at once and written to the error file at exit. ``os._exit()``
+and signals leave nothing to say: the other ranks then say what they know.
+:func:`uninstall` (``shutdown()``) restores the previous hooks, except while an
+exception is propagating (``shutdown()`` in a ``finally``, or a ``process_group()``
+block): that exception is then reported at once, before the group is destroyed, since
+a launcher may stop this rank as soon as another has failed.
+``HELIOS_FAILURE_REPORT=0``, or ``init(report_failures=False)``, turns it all off.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import socket
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from helios_pg._error_file import ERROR_FILE_VARIABLE, write_error_file
+from helios_pg._ledger import Entry, Kind, Ledger
+from helios_pg._peer import is_peer_failure
+from helios_pg._render import callstack, headline
 
 __all__ = [
     "OPT_OUT_VARIABLE",
@@ -56,52 +62,8 @@ __all__ = [
 
 OPT_OUT_VARIABLE = "HELIOS_FAILURE_REPORT"
 _READ_WAIT = 0.5  # how long a victim waits for the culprit's line to appear
-_SILENT_MARGIN = 10
-# What torch's transports say when a peer went away; torch gives them no type of
-# their own before DistNetworkError, and gloo's come as plain RuntimeErrors.
-_PEER_TEXTS = (
-    "connection closed by peer",
-    "connection reset by peer",
-    "broken pipe",
-    "timed out",
-    "timeout",
-    "connection refused",
-    "communicator was aborted",
-)
 ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], Any]
 ThreadHook = Callable[[threading.ExceptHookArgs], Any]
-
-
-def is_peer_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it was raised from) is a collective broken by a peer.
-
-    Args:
-        exc: The exception.
-
-    Returns:
-        True for torch's distributed errors and for transport errors that say a peer
-        closed, reset or never answered the connection.
-    """
-    dist: Any = sys.modules.get("torch.distributed")
-    dist_error = getattr(dist, "DistError", None) if dist is not None else None
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(dist_error, type) and isinstance(current, dist_error):
-            return True
-        text = str(current).lower()
-        if isinstance(current, RuntimeError | TimeoutError | ConnectionError) and any(
-            needle in text for needle in _PEER_TEXTS
-        ):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def _headline(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 @dataclass
@@ -109,44 +71,76 @@ class Reporter:
     """The failure reporter of one process group: where to publish, and what it saw."""
 
     rank: int
-    store: Any | None
-    key: str
+    ledger: Ledger | None
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
     previous: ExceptHook | None = None
     previous_thread: ThreadHook | None = None
-    kept: tuple[str, str, int] | None = None
+    kept: _Report | None = None
     written: bool = False
     closed: bool = False
     pending: BaseException | None = None
     reported: BaseException | None = None
+    settle: Callable[[], None] | None = None
+    """Called before the ledger is read: the hang watchdog says whether a hang ended."""
 
-    def publish(self, what: str, timestamp: int | None = None) -> None:
-        """Publish this rank as the job's first failure, unless another rank was first."""
-        if self.store is None:
+    def publish(self, what: str, timestamp: int, kind: Kind = "own") -> None:
+        """Publish a failure of this rank in the job's ledger."""
+        if self.ledger is None:
             return
         line = f"rank {self.rank} on {self.host} failed: {what}"
-        stamp = int(time.time()) if timestamp is None else timestamp
-        value = json.dumps({"line": line, "rank": self.rank, "timestamp": stamp})
         with contextlib.suppress(Exception):
-            self.store.compare_set(self.key, "", value)
+            self.ledger.publish(rank=self.rank, line=line, timestamp=timestamp, kind=kind)
 
-    def culprit(self) -> dict[str, Any] | None:
-        """The first failure another rank published, waiting briefly for it to appear."""
-        if self.store is None:
+    def first(self) -> Entry | None:
+        """The job's first failure still standing, waiting briefly for one to appear."""
+        if self.ledger is None:
             return None
-        deadline = time.monotonic() + _READ_WAIT
         with contextlib.suppress(Exception):
-            while True:
-                if self.store.check([self.key]):
-                    found: object = json.loads(bytes(self.store.get(self.key)).decode())
-                    if isinstance(found, dict) and found.get("rank") != self.rank:
-                        return found
-                    return None
-                if time.monotonic() >= deadline:
-                    return None
-                time.sleep(0.02)
+            if self.settle is not None:
+                self.settle()
+            return self.ledger.first(_READ_WAIT)
         return None
+
+    def explain(self, message: str, stack: str, *, own: Kind | None) -> _Report:
+        """Publish a failure of this rank's own (``own``), then say who failed first.
+
+        Returns:
+            The error file's message and callstack, led by the first failure's line
+            where another rank's came first, and its timestamp: after the first's.
+        """
+        stamp = int(time.time())
+        if own is not None:
+            self.publish(message, stamp, own)
+        first = self.first()
+        if first is None or first.rank == self.rank:
+            if first is not None and first.kind == "hang":
+                stamp = first.timestamp  # this rank's hang, which this failure explains
+            # A hang's file of this rank is replaced only by its own failure: a
+            # collective broken by a peer is what the hang led to.
+            return _Report(message, stack, stamp, replace_hang=own is not None)
+        line = first.first_line()
+        with contextlib.suppress(Exception):
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        return _Report(
+            f"{line}\nrank {self.rank} on {self.host}: {message}",
+            f"{line}\n{stack}",
+            first.later(stamp),
+            replace_hang=True,  # another rank's failure came first: no hang of this one's
+        )
+
+    def write(self, report: _Report) -> None:
+        """Write this rank's error file under torchrun, once."""
+        path = os.environ.get(ERROR_FILE_VARIABLE)
+        if path and not self.written:
+            self.written = write_error_file(
+                path,
+                report.message,
+                report.stack,
+                report.stamp,
+                replace_hang=report.replace_hang,
+            )
 
     def report(
         self, kind: type[BaseException], exc: BaseException, tb: TracebackType | None
@@ -154,53 +148,41 @@ class Reporter:
         """Handle an uncaught exception of the main thread (before the previous hook)."""
         if os.getpid() != self.pid or isinstance(exc, KeyboardInterrupt | SystemExit):
             return
-        callstack = "".join(traceback.format_exception(kind, exc, tb))
-        message = _headline(exc)
-        timestamp = int(time.time())
-        if is_peer_failure(exc):
-            first = self.culprit()
-            if first is not None:
-                line = f"{str(first['line']).replace(' failed: ', ' failed first: ', 1)}"
-                with contextlib.suppress(Exception):
-                    sys.stderr.write(line + "\n")
-                    sys.stderr.flush()
-                message = f"{line}\nrank {self.rank} on {self.host}: {message}"
-                callstack = f"{line}\n{callstack}"
-                timestamp = max(timestamp, int(first.get("timestamp", 0)) + 1)
-                if first.get("answered") is False:
-                    # A hung rank that could not answer writes no error file: torchrun
-                    # dates it when it stops it, so this one is dated after that.
-                    timestamp += _SILENT_MARGIN
-        else:
-            self.publish(message)
-        path = os.environ.get(ERROR_FILE_VARIABLE)
-        if path and not self.written:
-            self.written = write_error_file(path, message, callstack, timestamp)
+        own: Kind | None = None if is_peer_failure(exc) else "own"
+        self.write(self.explain(headline(exc), callstack(kind, exc, tb), own=own))
 
-    def keep(self, message: str, callstack: str) -> None:
-        """Keep a failure that is not the main thread's exception for the error file.
-
-        It is dated now, not at exit: the ranks that fail because of it are dated after.
-        """
-        if self.kept is None:
-            self.kept = (message, callstack, int(time.time()))
+    def thread_died(self, name: str, args: threading.ExceptHookArgs) -> None:
+        """Publish a thread's uncaught exception now, and write the error file now."""
+        exc = args.exc_value
+        if exc is None or os.getpid() != self.pid:
+            return
+        own: Kind | None = None if is_peer_failure(exc) else "thread"
+        message = f"{headline(exc)} (in thread {name})"
+        self.write(
+            self.explain(message, callstack(args.exc_type, exc, args.exc_traceback), own=own)
+        )
 
     def exiting(self, exc: SystemExit) -> None:
         """Publish a non-zero ``SystemExit`` passing through ``shutdown()``, and keep it."""
-        if exc.code in (0, None) or os.getpid() != self.pid:
+        if exc.code in (0, None) or os.getpid() != self.pid or self.kept is not None:
             return
-        callstack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.keep(f"SystemExit: {exc.code}", callstack)
-        if self.kept is not None:
-            self.publish(self.kept[0], self.kept[2])
+        stack = callstack(type(exc), exc, exc.__traceback__)
+        self.kept = self.explain(f"SystemExit: {exc.code}", stack, own="own")
 
     def at_exit(self) -> None:
         """Write a kept failure to the error file, if nothing was written."""
-        path = os.environ.get(ERROR_FILE_VARIABLE)
-        if self.kept is None or self.written or not path or os.getpid() != self.pid:
-            return
-        message, callstack, stamp = self.kept
-        self.written = write_error_file(path, message, callstack, stamp)
+        if self.kept is not None and os.getpid() == self.pid:
+            self.write(self.kept)
+
+
+@dataclass(frozen=True)
+class _Report:
+    """What a rank's error file says of its failure."""
+
+    message: str
+    stack: str
+    stamp: int
+    replace_hang: bool
 
 
 _reporter: Reporter | None = None
@@ -256,10 +238,7 @@ def _chain_thread(reporter: Reporter | None, args: threading.ExceptHookArgs) -> 
         # A thread's SystemExit is no failure: the default hook ignores it too.
         if not reporter.closed and exc is not None and not isinstance(exc, SystemExit):
             with contextlib.suppress(Exception):
-                name = args.thread.name if args.thread is not None else "?"
-                kind, tb = args.exc_type, args.exc_traceback
-                callstack = "".join(traceback.format_exception(kind, exc, tb))
-                reporter.keep(f"{_headline(exc)} (in thread {name})", callstack)
+                reporter.thread_died(args.thread.name if args.thread is not None else "?", args)
     previous(args)
 
 
@@ -291,7 +270,7 @@ def install(rank: int, store: Any | None, key: str) -> Reporter | None:
     if os.environ.get(OPT_OUT_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     old = _reporter
-    reporter = Reporter(rank=rank, store=store, key=key)
+    reporter = Reporter(rank=rank, ledger=Ledger(store, key) if store is not None else None)
     # Never our own hook as the one to chain to: each hook is judged on its own, since
     # another library (pytest's thread-exception plugin, say) may have swapped one.
     if sys.excepthook is _excepthook:

@@ -20,6 +20,7 @@ from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 from helios_pg._failure import uninstall as uninstall_reporter
+from helios_pg._hang_settings import hang_timeout_from
 from helios_pg._interface import release_gloo
 from helios_pg._layout import learn_after_init, prepare_nodes
 from helios_pg._meeting import connect_env, find_meeting
@@ -27,7 +28,6 @@ from helios_pg._rendezvous import EnvStore
 from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
 from helios_pg._torch import destroy_without_deadlock
 from helios_pg._torch_errors import Step, map_torch_errors
-from helios_pg._watchdog import hang_timeout_from
 from helios_pg._watchdog import stop as stop_watchdog
 from helios_pg._watchers import after_init
 

@@ -84,6 +84,8 @@ class Place:
     code: CodeType | None = None
     line: int = 0
     since: float = 0.0
+    failures: int = 0
+    """Collectives noted through this place that raised or completed with an error."""
 
     @property
     def site(self) -> str:
@@ -211,4 +213,11 @@ class IssuedWork:
             with contextlib.suppress(KeyError, StopIteration, RuntimeError):
                 del self.noted[next(iter(self.noted))]
         # Runs at once when the work is already complete, else on torch's thread.
-        future.add_done_callback(lambda _future: self.noted.pop(key, None))
+        future.add_done_callback(lambda done: self._done(key, done))
+
+    def _done(self, key: int, future: Any) -> None:
+        try:
+            future.value()  # raises the collective's error
+        except Exception:
+            self.current.failures += 1  # counted before the work is dropped
+        self.noted.pop(key, None)

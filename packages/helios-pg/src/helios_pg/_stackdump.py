@@ -29,8 +29,9 @@ class StackDump:
     def __init__(self, path: Path, *, header: str = "", signal_number: int | None = None) -> None:
         self.path = path
         self._file = path.open("w")
+        self._header = header.rstrip("\n") + "\n" if header else ""
         if header:
-            self._file.write(header.rstrip("\n") + "\n")
+            self._file.write(self._header)
             self._file.flush()
         self._signal_number = signal_number
         if signal_number is not None:
@@ -47,6 +48,13 @@ class StackDump:
     def disarm() -> None:
         """Cancel the timer of :meth:`arm`."""
         faulthandler.cancel_dump_traceback_later()
+
+    def untouched(self) -> bool:
+        """Whether the file holds no dump: nothing past its header, or it is gone."""
+        try:
+            return self.path.stat().st_size <= len(self._header.encode())
+        except OSError:
+            return True
 
     def close(self) -> None:
         """Cancel the timer and the signal, and close the file; safe to call twice."""

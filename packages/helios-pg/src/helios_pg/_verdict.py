@@ -2,11 +2,12 @@
 
 The rank that called the roll groups the answers by where each rank is
 (:func:`decide`); of a rank that did not answer it says what its faulthandler dump says,
-where that file is on its host (:func:`silent`). The ranks that are not where the others
-wait are the culprits. :func:`announce` publishes the verdict for the other ranks'
-watchdogs, publishes the first culprit as the job's first failure for the failure
-reporter, and prints the grouped report on stderr (``ranks [0, 2] in all_reduce #57 at
-train.py:88; rank 1 in no collective, at loader.py:42; rank 5 did not answer``).
+where that file is on its host (:func:`silent`). The culprits are the ranks that are
+in no collective while others wait in one, never a rank that waits.
+:func:`announce` publishes the verdict for the other ranks' watchdogs, publishes the
+first culprit in the job's ledger of failures (withdrawn if the hang ends), and
+prints the grouped report on stderr (``ranks [0, 2] in all_reduce #57 at train.py:88;
+rank 1 in no collective, at loader.py:42; rank 5 did not answer``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from helios_pg._ledger import Ledger
 
 __all__ = ["announce", "decide", "silent"]
 
@@ -43,20 +46,33 @@ def decide(
         found = answers.get(rank)
         where = str(found["where"]) if found else silent(directory, rank)
         places.setdefault(where, []).append(rank)
-    waiting = [a for a in answers.values() if a.get("seq") is not None]
-    # Where most ranks wait in a collective; a tie goes to the place of the rank that
-    # called the roll, which is known to wait there.
-    waiting_at = {str(a["where"]) for a in answers.values() if a.get("seq") is not None}
-    mine = str(answers[caller]["where"]) if caller in answers else ""
-    candidates = [item for item in places.items() if item[0] in waiting_at] or [*places.items()]
-    majority = max(candidates, key=lambda item: (len(item[1]), item[0] == mine))[0]
-    culprits = [r for where, ranks in places.items() if where != majority for r in ranks]
-    began = min((float(a["since"]) for a in waiting), default=time.time())
+    culprits = _culprits(answers, places, world_size)
+    waiting = [float(a["since"]) for a in answers.values() if a.get("seq") is not None]
+    began = min(waiting, default=time.time())
     parts = []
     for where, ranks in sorted(places.items(), key=lambda item: item[1][0]):
         who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
         parts.append(f"{who} {where}")
     return "; ".join(parts), culprits, began
+
+
+def _culprits(
+    answers: dict[int, dict[str, Any]], places: dict[str, list[int]], world_size: int
+) -> list[int]:
+    """Who the hang is on: never a rank that waits for others.
+
+    The ranks in no collective (or that did not answer) while others wait in one; where
+    every rank is in a collective, those in one that nobody else is in; where no two
+    ranks are in the same one, all of them (each waits for a collective no other joins).
+    """
+    waiting = {rank for rank, answer in answers.items() if answer.get("seq") is not None}
+    elsewhere = [rank for rank in range(world_size) if rank not in waiting]
+    if waiting and elsewhere:
+        return elsewhere
+    alone = [ranks[0] for ranks in places.values() if len(ranks) == 1]
+    if len(alone) < len(places):
+        return sorted(alone)
+    return sorted(rank for ranks in places.values() for rank in ranks)
 
 
 def silent(directory: Path, rank: int) -> str:
@@ -102,19 +118,21 @@ def announce(
     line, culprits, began = decide(
         answers, caller=caller, world_size=world_size, directory=directory
     )
-    verdict = json.dumps({"line": line, "culprits": culprits, "began": began})
-    store.set(f"{key}/verdict", verdict)
+    entry = None
     if culprits and failure_key:
-        # The ranks that fail later in their collectives name the culprit first.
+        # Published while the hang lasts: the ranks that fail later in their
+        # collectives name the culprit first; withdrawn if the hang ends.
         culprit = answers.get(culprits[0])
         host = str(culprit["host"]) if culprit else "its host"
-        published = {
-            "line": f"rank {culprits[0]} on {host} failed: hang: {line}",
-            "rank": culprits[0],
-            "timestamp": int(began),
-            "answered": culprit is not None,
-        }
-        store.compare_set(failure_key, "", json.dumps(published))
+        entry = Ledger(store, failure_key).publish(
+            rank=culprits[0],
+            line=f"rank {culprits[0]} on {host} failed: hang: {line}",
+            timestamp=int(began),
+            kind="hang",
+            answered=culprit is not None,
+        )
+    verdict = {"line": line, "culprits": culprits, "began": began, "entry": entry}
+    store.set(f"{key}/verdict", json.dumps(verdict))
     files = f"each rank's stack is in {directory}/rank-N.txt on its host"
     sys.stderr.write(f"helios hang roll call (rank {caller}): {line}; {files}\n")
     sys.stderr.flush()

@@ -15,11 +15,17 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
   store and to a file of its own; the rank that called publishes and prints one grouped
   report that names the culprits (``helios_pg._verdict``); under torchrun each culprit
   writes its error file dated when the hang began, so that torchrun names it the root cause;
+- a hang can end (a late rank catches up): a waiting rank whose collective then completes
+  without an error says so, the culprit's entry in the job's ledger of failures is
+  withdrawn and its error file removed, and the next hang gets a roll call of its own;
 - a rank whose main thread holds the GIL in C cannot answer; faulthandler's C-level
   dump, armed every tick, still writes its stack to its file. The signal
   ``HELIOS_HANG_SIGNAL`` (default ``SIGUSR2``, ``none`` to leave every signal alone;
   ``SIGUSR1`` is SLURM's and Lightning's requeue signal) dumps a rank's stack to its
   file on demand.
+
+The report files live in a folder per job and host (``helios_pg._hang_directory``),
+removed when the job ends without a roll call.
 """
 
 from __future__ import annotations
@@ -27,10 +33,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -40,58 +44,23 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from helios_pg._error_file import ERROR_FILE_VARIABLE, write_error_file
+from helios_pg._error_file import ERROR_FILE_VARIABLE, retract_hang_file, write_error_file
+from helios_pg._hang_directory import report_directory, tidy
+from helios_pg._hang_settings import (
+    SIGNAL_VARIABLE,
+    signal_number,
+)
 from helios_pg._issued import IssuedWork, Place, hooks_supported
+from helios_pg._ledger import Ledger
 from helios_pg._stackdump import StackDump
 from helios_pg._verdict import announce
 from helios_pg._wrappers import unwrap, wrap
 
-__all__ = [
-    "SIGNAL_VARIABLE",
-    "TIMEOUT_VARIABLE",
-    "Watchdog",
-    "hang_timeout_from",
-    "start",
-    "stop",
-]
+__all__ = ["Watchdog", "start", "stop"]
 
-TIMEOUT_VARIABLE = "HELIOS_HANG_TIMEOUT"
-SIGNAL_VARIABLE = "HELIOS_HANG_SIGNAL"
-DIRECTORY_VARIABLE = "HELIOS_HANG_DIR"
 _ANSWER_WAIT = 5.0
 _STOP_WAIT = 3.0
-
-
-def hang_timeout_from(
-    argument: float | None, environ: dict[str, str] | None = None
-) -> float | None:
-    """The hang timeout in seconds: the argument, else ``HELIOS_HANG_TIMEOUT``, else off.
-
-    Args:
-        argument: ``init(hang_timeout=...)``.
-        environ: The environment; ``os.environ`` when omitted.
-
-    Returns:
-        The timeout, or None when the watchdog is off.
-
-    Raises:
-        ValueError: The timeout is not a positive number.
-    """
-    raw: object = argument
-    source = "hang_timeout"
-    if argument is None:
-        raw = (environ if environ is not None else os.environ).get(TIMEOUT_VARIABLE)
-        source = TIMEOUT_VARIABLE
-        if raw is None or not str(raw).strip():
-            return None
-    try:
-        value = float(str(raw))
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        message = f"{source} must be a positive number of seconds, got {raw!r}; fix it or unset it"
-        raise ValueError(message)
-    return value
+_SETTLE_WAIT = 1.0
 
 
 def _describe(place: Place | None, top: str | None = None) -> str:
@@ -124,6 +93,21 @@ class Watchdog:
     failure_key: str = ""
     issued: IssuedWork | None = None
     wrapper_code: CodeType | None = None
+    round: int = 0
+    """The roll call under way or next: a new one begins when a hang has ended."""
+    waited: tuple[float, int] | None = None
+    """Where this rank waited when it answered (when it began, failures seen then)."""
+    verdict: dict[str, Any] | None = None
+    convicted: bool = False
+    spoke: bool = False
+    """Whether this rank ever answered a roll call (its report file is then kept)."""
+    own_directory: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def round_key(self) -> str:
+        """The store key of the roll call under way."""
+        return f"{self.key}/{self.round}"
 
     @property
     def path(self) -> Path:
@@ -182,14 +166,21 @@ class Watchdog:
             self.path.write_text(text)
         return answer
 
+    def respond(self) -> None:
+        """Answer the roll call under way, once, noting where this rank waits."""
+        place = self.place()
+        self.waited = (place.since, self.current.failures) if place is not None else None
+        self.store.set(f"{self.round_key}/answer/{self.rank}", json.dumps(self.answer()))
+        self.answered = self.spoke = True
+
     def call(self) -> None:
         """Call the roll (the first rank to see a hang does), gather it and print it."""
         value = json.dumps({"rank": self.rank, "time": time.time()})
-        first = bytes(self.store.compare_set(f"{self.key}/called", "", value)).decode()
+        first = bytes(self.store.compare_set(f"{self.round_key}/called", "", value)).decode()
         if json.loads(first).get("rank") != self.rank:
             return  # another rank called it first
         deadline = time.monotonic() + min(self.timeout, _ANSWER_WAIT)
-        keys = [f"{self.key}/answer/{rank}" for rank in range(self.world_size)]
+        keys = [f"{self.round_key}/answer/{rank}" for rank in range(self.world_size)]
         while time.monotonic() < deadline and not self.stopping.is_set():
             if self.store.check(keys):
                 break
@@ -205,45 +196,90 @@ class Watchdog:
             world_size=self.world_size,
             directory=self.directory,
             store=self.store,
-            key=self.key,
+            key=self.round_key,
             failure_key=self.failure_key,
         )
 
     def convict(self) -> None:
-        """A culprit writes its error file, dated when the hang began."""
-        raw = bytes(self.store.get(f"{self.key}/verdict")).decode()
-        verdict = json.loads(raw)
+        """A culprit writes its error file, dated when the hang began, until it ends."""
+        verdict = self.verdict or {}
         path = os.environ.get(ERROR_FILE_VARIABLE)
-        if self.rank not in verdict["culprits"] or not path:
+        if self.rank not in verdict.get("culprits", ()) or not path:
             return
         stack, top = self.stack()
         message = f"hang: rank {self.rank} on {self.host} {_describe(self.place(), top)}"
-        write_error_file(path, f"{message}; {verdict['line']}", stack, int(verdict["began"]))
+        self.convicted = write_error_file(
+            path, f"{message}; {verdict['line']}", stack, int(verdict["began"]), hang=True
+        )
+
+    def hang_ended(self) -> bool:
+        """Whether the hang is over: a waiting rank's collective has completed.
+
+        A rank that waited says so once its collective completed without an error; a
+        collective that failed leaves the hang standing, as what the job failed of.
+        """
+        over = f"{self.round_key}/over"
+        if self.waited is not None and not self.store.check([over]):
+            since, failures = self.waited
+            place = self.place()
+            moved = place is None or place.since != since
+            if moved and self.current.failures == failures:
+                self.store.set(over, "1")
+                entry = (self.verdict or {}).get("entry")
+                if entry is not None and self.failure_key:
+                    Ledger(self.store, self.failure_key).withdraw(int(entry))
+                return True
+        return bool(self.store.check([over]))
+
+    def next_round(self) -> None:
+        """The hang ended: take back this rank's error file, and watch for the next."""
+        path = os.environ.get(ERROR_FILE_VARIABLE)
+        if self.convicted and path:
+            retract_hang_file(path)
+        self.round += 1
+        self.answered = self.convicted = False
+        self.waited = self.verdict = None
 
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
         if self.dump is not None:
             self.dump.arm(self.timeout + 1)
-        place = self.place()
-        if place is not None and time.monotonic() - place.since > self.timeout:
-            self.store.compare_set(f"{self.key}/hung", "", str(self.rank))
-            if not self.answered:
-                self.store.set(f"{self.key}/answer/{self.rank}", json.dumps(self.answer()))
-                self.answered = True
-            self.call()
-        if not self.answered and self.store.check([f"{self.key}/hung"]):
-            self.store.set(f"{self.key}/answer/{self.rank}", json.dumps(self.answer()))
-            self.answered = True
-        if self.answered and self.store.check([f"{self.key}/verdict"]):
+        if not self.answered:
+            place = self.place()
+            if place is not None and time.monotonic() - place.since > self.timeout:
+                self.store.compare_set(f"{self.round_key}/hung", "", str(self.rank))
+                self.respond()
+                self.call()
+            elif self.store.check([f"{self.round_key}/hung"]):
+                self.respond()
+        if not self.answered:
+            return
+        if self.verdict is None and self.store.check([f"{self.round_key}/verdict"]):
+            self.verdict = json.loads(bytes(self.store.get(f"{self.round_key}/verdict")).decode())
             self.convict()
-            self.stopping.set()  # one roll call per group
+        if self.verdict is not None and self.hang_ended():
+            self.next_round()
+
+    def settle(self) -> None:
+        """Say now, not at the next tick, whether the hang this rank answered has ended.
+
+        Called by the failure reporter before it reads the job's first failure: a rank
+        that fails just after a hang ended is not dated after that hang.
+        """
+        if self.lock.acquire(timeout=_SETTLE_WAIT):
+            try:
+                if self.verdict is not None and self.hang_ended():
+                    self.next_round()
+            finally:
+                self.lock.release()
 
     def run(self) -> None:
-        """The thread's loop, until :func:`stop` or the roll call is done."""
+        """The thread's loop, until :func:`stop`."""
         interval = min(1.0, self.timeout / 5)
         try:
             while not self.stopping.wait(interval):
-                self.tick()
+                with self.lock:
+                    self.tick()
         except Exception:  # noqa: S110 - the store is gone: the job is ending
             pass
         finally:
@@ -252,22 +288,6 @@ class Watchdog:
 
 
 _watchdog: Watchdog | None = None
-
-
-def _signal_number(raw: str | None) -> int | None:
-    if raw is None:
-        return int(signal.SIGUSR2)
-    text = raw.strip()
-    if text.lower() in ("", "none", "0", "off"):
-        return None
-    if text.isdigit():
-        return int(text)
-    name = text.upper() if text.upper().startswith("SIG") else f"SIG{text.upper()}"
-    found = getattr(signal, name, None)
-    if not isinstance(found, signal.Signals):
-        message = f"{SIGNAL_VARIABLE} must name a signal (SIGUSR2, 12) or be none, got {raw!r}"
-        raise ValueError(message)
-    return int(found)
 
 
 def start(
@@ -302,12 +322,10 @@ def start(
     import torch.distributed as dist
 
     stop()
-    number = _signal_number(os.environ.get(SIGNAL_VARIABLE))
-    configured = os.environ.get(DIRECTORY_VARIABLE)
-    tag = "".join(c if c.isalnum() else "-" for c in job)[:80]
-    base = Path(configured) if configured else Path(tempfile.gettempdir()) / f"helios-hang-{tag}"
-    base.mkdir(parents=True, exist_ok=True)
+    number = signal_number(os.environ.get(SIGNAL_VARIABLE))
+    base, own = report_directory(job)
     watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
+    watchdog.own_directory = own
     if hooks_supported():
         issued = IssuedWork(watchdog.current, watchdog.main)
         if issued.install(dist.group.WORLD, default=True):
@@ -348,3 +366,5 @@ def stop() -> None:
         unwrap(dist, watchdog.originals, watchdog.issued)
     if watchdog.dump is not None:
         watchdog.dump.close()
+    if not watchdog.spoke:
+        tidy(watchdog.directory, watchdog.dump, remove_directory=watchdog.own_directory)

@@ -41,15 +41,16 @@ def after_init(
     """
     if layout is not None:
         record_layout(layout)
+    reporter = None
     if report_failures:
         # Opened in the background: a request of a failing rank waits at most 2 s for it.
         channel = side_channel(meeting, env_store, 2.0) if meeting and env_store else None
-        install_reporter(dist.get_rank(), *(channel or (None, "")))
+        reporter = install_reporter(dist.get_rank(), *(channel or (None, "")))
     if hang is not None:
         # Opened now: the watchdog's first tick must find it (else the group's store).
         watch = side_channel(meeting, env_store) if meeting and env_store else None
         store, key = watch or (dist.distributed_c10d._get_default_store(), "helios_pg/failed")
-        start_watchdog(
+        watchdog = start_watchdog(
             rank=dist.get_rank(),
             world_size=dist.get_world_size(),
             store=store,
@@ -58,3 +59,5 @@ def after_init(
             job=meeting.job if meeting else f"pid-{os.getpid()}",
             failure_key=key if watch else "",
         )
+        if reporter is not None:
+            reporter.settle = watchdog.settle

@@ -94,6 +94,9 @@ def wrap(
             current.op = _name
             try:
                 return _call(*args, **kwargs)
+            except BaseException:
+                current.failures += 1  # a hang this rank waited in did not end well
+                raise
             finally:
                 current.op = None
                 current.group_arg = None  # nothing kept alive

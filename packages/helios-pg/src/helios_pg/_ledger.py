@@ -1,0 +1,124 @@
+"""The job's failures in the store, in the store's order: the first still standing is the culprit.
+
+Every rank's failure reporter and the hang roll call write here. A failure is an entry,
+numbered by the store (one atomic ``add``), so the order is the store's order of
+publication, never a comparison of clocks. Three kinds:
+
+- ``own``: a rank's own code failed (an uncaught exception that is not a collective
+  broken by a peer, a non-zero ``SystemExit``);
+- ``thread``: one of a rank's threads died of an uncaught exception;
+- ``hang``: the roll call's culprit, published while the hang lasts and withdrawn when
+  it ends (the waiting ranks' collective completed): a hang that ended is no failure.
+
+The culprit of the job is the first entry not withdrawn (:meth:`Ledger.first`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Entry", "Kind", "Ledger"]
+
+Kind = Literal["own", "thread", "hang"]
+_POLL = 0.02
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One failure published in the ledger."""
+
+    number: int
+    rank: int
+    line: str
+    """``rank R on HOST failed: what``."""
+    timestamp: int
+    """When it happened (Unix seconds), for torchrun's error files."""
+    kind: Kind
+    answered: bool = True
+    """False for a hung rank that could not answer the roll call (it writes no file)."""
+
+    def first_line(self) -> str:
+        """The line as another rank prints it: ``rank R on HOST failed first: what``."""
+        return self.line.replace(" failed: ", " failed first: ", 1)
+
+    def later(self, stamp: int) -> int:
+        """A timestamp for a failure that came after this one: never before it.
+
+        A hung rank that could not answer writes no error file: torchrun dates it when
+        it stops it, so a later failure is dated well after that.
+        """
+        margin = 10 if self.kind == "hang" and not self.answered else 0
+        return max(stamp, self.timestamp + 1) + margin
+
+
+class Ledger:
+    """The failures of one job, under one key of its store.
+
+    Args:
+        store: A store client (``compare_set``-capable c10d store) with a short timeout.
+        key: The key under which the entries are kept.
+    """
+
+    def __init__(self, store: Any, key: str) -> None:
+        self.store = store
+        self.key = key
+
+    def publish(
+        self, *, rank: int, line: str, timestamp: int, kind: Kind, answered: bool = True
+    ) -> int:
+        """Append a failure; its number is its place in the store's order.
+
+        Returns:
+            The entry's number, from 1.
+        """
+        number = int(self.store.add(f"{self.key}/count", 1))
+        record = {
+            "rank": rank,
+            "line": line,
+            "timestamp": timestamp,
+            "kind": kind,
+            "answered": answered,
+        }
+        self.store.set(f"{self.key}/{number}", json.dumps(record))
+        return number
+
+    def withdraw(self, number: int) -> None:
+        """Withdraw entry ``number`` (a hang that ended): it no longer names a culprit."""
+        self.store.set(f"{self.key}/{number}/withdrawn", "1")
+
+    def first(self, wait: float) -> Entry | None:
+        """The first entry not withdrawn, waiting up to ``wait`` seconds for one.
+
+        An entry whose number is taken but whose text is not yet written is waited for:
+        an entry numbered later never goes before it.
+        """
+        deadline = time.monotonic() + wait
+        number = 1
+        while True:
+            count = int(self.store.add(f"{self.key}/count", 0))
+            while number <= count:
+                key = f"{self.key}/{number}"
+                if not self.store.check([key]):
+                    break  # numbered, not written yet
+                if not self.store.check([f"{key}/withdrawn"]):
+                    return _entry(number, self.store.get(key))
+                number += 1
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(_POLL)
+
+
+def _entry(number: int, raw: object) -> Entry:
+    data = json.loads(bytes(raw).decode())  # type: ignore[call-overload]
+    kind = data.get("kind")
+    return Entry(
+        number=number,
+        rank=int(data["rank"]),
+        line=str(data["line"]),
+        timestamp=int(data["timestamp"]),
+        kind=kind if kind in ("own", "thread", "hang") else "own",
+        answered=bool(data.get("answered", True)),
+    )

@@ -1,0 +1,88 @@
+"""Render an exception for a failure report, whatever the exception does.
+
+A report must not depend on the exception behaving: its ``__str__`` or ``__repr__``
+may raise or return something that is not a string, its message may hold characters
+that the terminal's encoding cannot write, or a million of them. :func:`headline` and
+:func:`callstack` always return text that can be written anywhere, bounded in length.
+"""
+
+from __future__ import annotations
+
+import traceback
+from types import TracebackType
+
+__all__ = ["HEADLINE_LIMIT", "PART_LIMIT", "callstack", "headline", "safe_text"]
+
+HEADLINE_LIMIT = 1000
+"""Characters of an exception's message kept in a report's one-line headline."""
+PART_LIMIT = 8000
+"""Characters kept of each part of a formatted traceback (a frame, a message)."""
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _printable(text: str) -> str:
+    """``text`` with what no encoding can write (lone surrogates) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def safe_text(exc: BaseException) -> str:
+    """``str(exc)``, else ``repr(exc)``, else a placeholder: never raises.
+
+    Args:
+        exc: The exception.
+
+    Returns:
+        The exception's message, with unwritable characters escaped.
+    """
+    for render in (str, repr):
+        try:
+            text = render(exc)
+        except Exception:  # noqa: S112 - the next rendering is tried
+            continue
+        if isinstance(text, str):
+            return _printable(text)
+    return f"<{_type_name(exc)}: str() and repr() failed>"
+
+
+def _type_name(exc: BaseException) -> str:
+    name = getattr(type(exc), "__name__", None)
+    return name if isinstance(name, str) else "exception"
+
+
+def headline(exc: BaseException) -> str:
+    """One line that names an exception: its type and its message's first line, bounded.
+
+    Args:
+        exc: The exception.
+
+    Returns:
+        ``Type: first line``, or ``Type`` for an empty message.
+    """
+    lines = safe_text(exc).strip().splitlines()
+    name = _type_name(exc)
+    return f"{name}: {_bounded(lines[0], HEADLINE_LIMIT)}" if lines else name
+
+
+def callstack(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> str:
+    """The formatted traceback of ``exc``, each part bounded in length.
+
+    Args:
+        kind: The exception's type.
+        exc: The exception.
+        tb: Its traceback.
+
+    Returns:
+        What ``traceback.format_exception`` gives, or the headline alone where even
+        that fails.
+    """
+    try:
+        parts = traceback.format_exception(kind, exc, tb)
+    except Exception:  # a chained exception may misbehave too
+        return headline(exc) + "\n"
+    kept = (_bounded(part, PART_LIMIT) for part in parts)
+    return "".join(_printable(part if part.endswith("\n") else part + "\n") for part in kept)

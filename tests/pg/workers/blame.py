@@ -1,0 +1,121 @@
+"""Worker: a job of three ranks where the rank to blame is not the obvious one.
+
+``HELIOS_TEST_BLAME`` says which case:
+
+- ``recovered``: rank 1 is late twice (past the hang timeout, inside the group
+  timeout) and catches up each time; later rank 2 raises ``ValueError``. Rank 2 is to
+  blame, and each of the two hangs had a roll call.
+- ``two_groups``: rank 2 sleeps outside any collective while rank 1 waits in the
+  default group and rank 0 in a group of ranks 0 and 1. Rank 2 is to blame.
+- ``broken_str``: rank 1 raises an exception whose ``__str__`` raises.
+- ``own_timeout``: rank 1 raises ``TimeoutError`` in its own code.
+- ``huge``: rank 1 raises ``ValueError`` with a message of a million characters.
+- ``two_failures``: rank 2 raises ``TypeError``, rank 1 ``ValueError`` 50 ms later.
+- ``thread_wait``: rank 1's loader thread dies; its main thread waits on the thread's
+  queue, which never fills, until torchrun stops it.
+
+Run with ``HELIOS_HANG_TIMEOUT`` set for ``recovered`` and ``two_groups``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from helios_pg import process_group
+from tests.support.worker import group_timeout
+
+HUGE = 1_000_000
+
+
+class BrokenStrError(Exception):
+    """An exception that cannot be rendered by ``str``."""
+
+    def __str__(self) -> str:
+        message = "__str__ is broken"
+        raise RuntimeError(message)
+
+
+def recovered(rank: int) -> None:
+    for _ in range(2):
+        if rank == 1:
+            time.sleep(float(os.environ["HELIOS_HANG_TIMEOUT"]) + 3)  # late
+        dist.all_reduce(torch.ones(1))
+        dist.all_reduce(torch.ones(1))  # the job went on
+    if rank == 2:
+        time.sleep(1)
+        message = "bad batch 9"
+        raise ValueError(message)
+    dist.all_reduce(torch.ones(1))
+
+
+def two_groups(rank: int) -> None:
+    pair = dist.new_group([0, 1])
+    if rank == 2:
+        time.sleep(60)  # outside any collective
+    elif rank == 0:
+        assert isinstance(pair, dist.ProcessGroup)
+        dist.all_reduce(torch.ones(1), group=pair)  # rank 1 is elsewhere
+    dist.all_reduce(torch.ones(1))
+
+
+def own_failure(rank: int, case: str) -> None:
+    if rank == 1:
+        time.sleep(0.2)  # the others are in the next all-reduce by now
+        if case == "broken_str":
+            raise BrokenStrError
+        if case == "own_timeout":
+            message = "reading shard 17 timed out"
+            raise TimeoutError(message)
+        if case == "huge":
+            raise ValueError("x" * HUGE)
+    dist.all_reduce(torch.ones(1))
+
+
+def two_failures(rank: int) -> None:
+    if rank == 2:
+        message = "rank 2's batch"
+        raise TypeError(message)
+    if rank == 1:
+        time.sleep(0.05)
+        message = "rank 1's batch"
+        raise ValueError(message)
+    dist.all_reduce(torch.ones(1))
+
+
+def thread_wait(rank: int) -> None:
+    if rank == 1:
+        batches: queue.Queue[int] = queue.Queue()
+
+        def load() -> None:
+            message = "shard 3 is unreadable"
+            raise OSError(message)
+
+        threading.Thread(target=load, name="loader", daemon=True).start()
+        batches.get(timeout=120)  # the loader never puts a batch
+    dist.all_reduce(torch.ones(1))
+
+
+def main() -> None:
+    case = os.environ["HELIOS_TEST_BLAME"]
+    with process_group(timeout=group_timeout()) as info:
+        dist.all_reduce(torch.ones(1))
+        if case == "recovered":
+            recovered(info.rank)
+        elif case == "two_groups":
+            two_groups(info.rank)
+        elif case == "two_failures":
+            two_failures(info.rank)
+        elif case == "thread_wait":
+            thread_wait(info.rank)
+        else:
+            own_failure(info.rank, case)
+
+
+if __name__ == "__main__":
+    main()
