@@ -11,6 +11,7 @@ import itertools
 import json
 import re
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -156,18 +157,89 @@ def test_the_collectives_are_wrapped_only_while_the_watchdog_runs() -> None:
     assert "helios-hang-watchdog" not in {t.name for t in sys.modules["threading"].enumerate()}
 
 
-def test_a_tie_goes_to_the_collective_the_calling_rank_waits_in(tmp_path: Path) -> None:
-    # Two ranks: rank 0 hangs outside any collective, rank 1 (which calls) waits.
-    answers: dict[int, dict[str, Any]] = {
-        0: {"where": "in no collective, at train.py:9", "seq": None, "since": None},
-        1: {"where": "in all_reduce #3 at train.py:12", "seq": 3, "since": 100.0},
-    }
+def answer(where: str, seq: int | None) -> dict[str, Any]:
+    return {"where": where, "seq": seq, "since": None if seq is None else 100.0 + seq}
 
-    line, culprits, began = decide(answers, caller=1, world_size=2, directory=tmp_path)
 
-    assert culprits == [0]
-    assert began == 100.0
-    assert line == "rank 0 in no collective, at train.py:9; rank 1 in all_reduce #3 at train.py:12"
+@pytest.mark.parametrize(
+    ("answers", "culprits"),
+    [
+        # A rank outside any collective while the others wait: whoever called the roll.
+        pytest.param(
+            {0: answer("in no collective, at t.py:9", None), 1: answer("in all_reduce #3", 3)},
+            [0],
+            id="one-waits",
+        ),
+        # Each waiting rank in a collective of its own group (a 1-1-1 tie): the rank in
+        # no collective, never a waiting one.
+        pytest.param(
+            {
+                0: answer("in all_reduce #2 on group 1 at t.py:60", 2),
+                1: answer("in all_reduce #2 at t.py:61", 2),
+                2: answer("in no collective, at t.py:58", None),
+            },
+            [2],
+            id="two-groups",
+        ),
+        # A rank that could not answer, while the others wait.
+        pytest.param(
+            {
+                0: answer("in all_reduce #2 at t.py:5", 2),
+                2: answer("in all_reduce #2 at t.py:5", 2),
+            },
+            [1],
+            id="silent",
+        ),
+        # Every rank in a collective: the one nobody else is in.
+        pytest.param(
+            {
+                0: answer("in all_reduce #2 at t.py:5", 2),
+                1: answer("in broadcast #2 at t.py:7", 2),
+                2: answer("in all_reduce #2 at t.py:5", 2),
+            },
+            [1],
+            id="alone",
+        ),
+    ],
+)
+@pytest.mark.parametrize("caller", [0, 1, 2])
+def test_the_culprits_are_never_a_rank_that_waits(
+    tmp_path: Path, answers: dict[int, dict[str, Any]], culprits: list[int], caller: int
+) -> None:
+    world_size = max(*answers, 1) + 1
+    _, found, began = decide(answers, caller=caller, world_size=world_size, directory=tmp_path)
+
+    assert found == culprits
+    assert began == min(a["since"] for a in answers.values() if a["since"] is not None)
+
+
+def test_the_roll_call_line_lists_every_rank_where_it_is(tmp_path: Path) -> None:
+    answers = {0: answer("in no collective, at train.py:9", None), 1: answer("in all_reduce #3", 3)}
+    line, _, _ = decide(answers, caller=1, world_size=2, directory=tmp_path)
+
+    assert line == "rank 0 in no collective, at train.py:9; rank 1 in all_reduce #3"
+
+
+def test_a_job_without_a_roll_call_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("HELIOS_HANG_DIR", raising=False)
+    init(hang_timeout=30)
+    try:
+        (folder,) = tmp_path.glob("helios-hang-*")
+        assert list(folder.iterdir())  # this rank's faulthandler file
+    finally:
+        shutdown()
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_folder_the_user_named_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELIOS_HANG_DIR", str(tmp_path / "reports"))
+    init(hang_timeout=30)
+    shutdown()
+    assert (tmp_path / "reports").is_dir()
+    assert not list((tmp_path / "reports").iterdir())
 
 
 def test_a_wrapped_call_is_placed_at_its_caller_when_asked(tmp_path: Path) -> None:

@@ -1,0 +1,69 @@
+"""The ledger of failures: the store's order decides, and a withdrawn entry names no one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from torch._C._distributed_c10d import HashStore
+
+from helios_pg._ledger import Ledger
+
+
+def ledger() -> Ledger:
+    return Ledger(HashStore(), "job/failed")
+
+
+def test_the_first_entry_published_is_the_culprit() -> None:
+    failures = ledger()
+    failures.publish(rank=2, line="rank 2 on a failed: TypeError: x", timestamp=50, kind="own")
+    failures.publish(rank=1, line="rank 1 on a failed: ValueError: y", timestamp=40, kind="own")
+
+    first = failures.first(0)
+
+    assert first is not None
+    assert (first.rank, first.number) == (2, 1)  # the store's order, not the clock's
+    assert first.first_line() == "rank 2 on a failed first: TypeError: x"
+    assert first.later(49) == 51
+
+
+def test_a_withdrawn_hang_names_no_one() -> None:
+    failures = ledger()
+    hang = failures.publish(rank=1, line="rank 1 on a failed: hang: ...", timestamp=9, kind="hang")
+    failures.withdraw(hang)
+    assert failures.first(0) is None
+
+    failures.publish(rank=2, line="rank 2 on a failed: ValueError: z", timestamp=20, kind="own")
+    first = failures.first(0)
+    assert first is not None
+    assert first.rank == 2
+
+
+def test_a_hang_that_no_rank_answered_for_dates_later_failures_well_after() -> None:
+    failures = ledger()
+    failures.publish(
+        rank=1, line="rank 1 on a failed: hang: ...", timestamp=9, kind="hang", answered=False
+    )
+    first = failures.first(0)
+    assert first is not None
+    assert first.later(9) > 10 + 5  # torchrun dates the silent rank when it stops it
+
+
+def test_an_entry_numbered_but_not_yet_written_is_waited_for() -> None:
+    failures = ledger()
+    failures.store.add("job/failed/count", 1)  # another rank took number 1 ...
+
+    def write_it() -> None:
+        time.sleep(0.2)
+        failures.store.set("job/failed/1", '{"rank": 3, "line": "l", "timestamp": 1}')
+
+    writer = threading.Thread(target=write_it)
+    writer.start()
+    failures.publish(rank=0, line="rank 0 on a failed: E", timestamp=2, kind="own")
+    first = failures.first(5)
+    writer.join()
+
+    assert first is not None
+    assert first.rank == 3  # ... and is first, though its text came later
+    assert failures.first(0) is not None
+    assert ledger().first(0.05) is None  # nothing published: nobody is named
