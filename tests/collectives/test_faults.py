@@ -16,6 +16,7 @@ import torch
 
 from helios_collectives import BarrierTimeoutError, all_reduce_tensors, barrier, safe_barrier
 from helios_env import DistributedInfo
+from helios_pg._peer import is_peer_failure
 from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT
 from tests.collectives.on_ranks import barrier_late
 from tests.support.groups import run_scenarios
@@ -51,6 +52,7 @@ def test_barrier_names_the_rank_that_did_not_arrive(dist_info: DistributedInfo) 
         assert time.monotonic() - start < 0.5 + MARGIN
         assert isinstance(raised.value, RuntimeError)
         assert list(raised.value.missing_ranks) == [2]
+        assert is_peer_failure(raised.value)  # the report names rank 2, not this rank
         assert "rank 2 of 3 did not arrive within 0.5 s" in str(raised.value)
     barrier(30.0)  # a barrier after a timed-out one still meets
 

@@ -22,6 +22,7 @@ from helios_collectives import (
 )
 from helios_collectives._objects import INLINE
 from helios_env import DistributedInfo
+from helios_pg._peer import is_peer_failure
 from tests.collectives.conftest import GROUP_TIMEOUT
 
 WORLD = 3
@@ -76,10 +77,13 @@ def test_an_object_that_cannot_be_pickled_fails_every_rank_naming_its_rank(
 ) -> None:
     rank = dist_info.rank
     unpicklable = lambda: None  # noqa: E731 - a lambda is what pickle refuses
-    with pytest.raises(CollectiveArgumentError, match="rank 2's object cannot be pickled"):
+    with pytest.raises(CollectiveArgumentError, match="rank 2's object cannot be pickled") as e:
         gather_objects(unpicklable if rank == 2 else rank)
-    with pytest.raises(CollectiveArgumentError, match="rank 1's object cannot be pickled"):
+    # The failure report names rank 2 on every rank: the others are its victims.
+    assert is_peer_failure(e.value) is (rank != 2)
+    with pytest.raises(CollectiveArgumentError, match="rank 1's object cannot be pickled") as e:
         broadcast_object(unpicklable if rank == 1 else None, src=1)
+    assert is_peer_failure(e.value) is (rank != 1)
     # Nobody was left waiting: the group goes on.
     assert gather_objects(rank) == [0, 1, 2]
 
@@ -119,6 +123,7 @@ def test_all_reduce_dict_names_the_keys_and_ranks_that_differ(
         all_reduce_dict(metrics)
     error = raised.value
     assert error.disagreeing_ranks == (1,)
+    assert is_peer_failure(error) is (rank != 1)
     assert error.differences == {"key 'extra'": {"missing": (0, 2), "[3]": (1,)}}
     assert "key 'extra': missing on ranks [0, 2], [3] on ranks [1]" in str(error)
     with pytest.raises(CollectiveMismatchError, match=r"key 'w': \[2\] on ranks \[0\]"):
@@ -135,8 +140,9 @@ def test_all_reduce_dict_with_a_bad_value_on_one_rank_fails_every_rank(
     metrics: dict[str, object] = {"acc": None if rank == 1 else 0.5}
     expected = TypeError if rank == 1 else CollectiveArgumentError
     match = r"metrics\['acc'\]" if rank == 1 else r"rank 1: TypeError: .*metrics\['acc'\]"
-    with pytest.raises(expected, match=match):
+    with pytest.raises(expected, match=match) as raised:
         all_reduce_dict(metrics)  # type: ignore[arg-type]
+    assert is_peer_failure(raised.value) is (rank != 1)
     # Nobody was left waiting: the group goes on.
     assert all_reduce_dict({"acc": 1})["acc"].item() == 3
 

@@ -42,7 +42,14 @@ class CollectiveArgumentError(ValueError):
     descriptions of their calls (all ranks then passed the same wrong arguments);
     otherwise it is raised before any communication, on the ranks whose arguments are
     wrong.
+
+    Attributes:
+        helios_peer_failure: True where this rank raises it because another rank's
+            arguments were wrong (its object could not be pickled, its metrics were
+            invalid): helios-pg's failure report then names that rank, not this one.
     """
+
+    helios_peer_failure: bool = False
 
 
 class CollectiveMismatchError(ValueError):
@@ -54,6 +61,8 @@ class CollectiveMismatchError(ValueError):
             (ties go to the call of the lowest rank).
         differences: For each field that differs (``"dtype"``, ``"shape"``...), each
             value seen and the global ranks that passed it.
+        helios_peer_failure: True on a rank that is not among ``disagreeing_ranks``:
+            helios-pg's failure report then names a disagreeing rank, not this one.
     """
 
     def __init__(
@@ -68,6 +77,7 @@ class CollectiveMismatchError(ValueError):
         self.operation = operation
         self.disagreeing_ranks = disagreeing_ranks
         self.differences = {field: dict(values) for field, values in differences.items()}
+        self.helios_peer_failure = _this_rank() not in disagreeing_ranks
 
     def __reduce__(self) -> tuple[object, ...]:
         # Keep the attributes when the error is pickled (multiprocessing, futures).
@@ -129,7 +139,11 @@ class BarrierTimeoutError(BarrierError):
     Attributes:
         missing_ranks: Global ranks that had not arrived when the timeout expired.
         timeout: The timeout that expired: that of the first rank to give up.
+        helios_peer_failure: Always True: the ranks to blame are the missing ones,
+            which helios-pg's failure report names instead of this one.
     """
+
+    helios_peer_failure = True
 
     def __init__(self, message: str, *, missing_ranks: tuple[int, ...], timeout: timedelta) -> None:
         super().__init__(message)
@@ -144,3 +158,10 @@ def _rebuild_barrier_timeout(
     message: str, missing_ranks: tuple[int, ...], timeout: timedelta
 ) -> BarrierTimeoutError:
     return BarrierTimeoutError(message, missing_ranks=missing_ranks, timeout=timeout)
+
+
+def _this_rank() -> int | None:
+    """This process's global rank where a default group is live, else None."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else None

@@ -70,7 +70,9 @@ def _failure(operation: str, rank: int, frame: bytes) -> CollectiveArgumentError
         f"{operation}: rank {rank}'s object cannot be pickled ({why}); send only objects "
         "that pickle.dumps accepts (no open files, locks, lambdas or CUDA streams)"
     )
-    return CollectiveArgumentError(message)
+    error = CollectiveArgumentError(message)
+    error.helios_peer_failure = rank != dist.get_rank()
+    return error
 
 
 def _unpickle(data: bytes) -> object:

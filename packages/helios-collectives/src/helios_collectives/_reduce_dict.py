@@ -155,7 +155,9 @@ def all_reduce_dict(
                 f"all_reduce_dict: other ranks' metrics are invalid ({'; '.join(failed)}); "
                 "every rank must pass str keys and tensor or number values"
             )
-            raise CollectiveArgumentError(message)
+            error = CollectiveArgumentError(message)
+            error.helios_peer_failure = True  # the failure report names those ranks
+            raise error
         raise _mismatch([(lay, dt) for lay, dt, _ in seen], ranks)
     if not values:
         return {}
