@@ -20,6 +20,7 @@ def test_fields_keep_the_seed_order_and_defaults() -> None:
         ("world_size", 1),
         ("node_rank", None),
         ("num_nodes", None),
+        ("attempt", 0),
     ]
 
 

@@ -30,6 +30,7 @@ KEYS = {
     "world_size",
     "node_rank",
     "num_nodes",
+    "attempt",
     "host",
     "pid",
     "master_addr",

@@ -8,6 +8,7 @@ import pytest
 
 from helios_env import (
     DistributedInfo,
+    LauncherEnvError,
     get_dist_info,
     get_global_rank,
     get_local_rank,
@@ -213,7 +214,37 @@ def test_sources_name_the_variable_behind_each_value() -> None:
         "master_port": "MASTER_PORT",
         "job": "TORCHELASTIC_RUN_ID",
         "gloo_interface": "gloo's default: MASTER_ADDR is loopback (one host)",
+        "attempt": "TORCHELASTIC_RESTART_COUNT",
     }
+
+
+@pytest.mark.parametrize(
+    ("variables", "attempt", "source"),
+    [
+        ({}, 0, "default: no restart count is set"),
+        ({"SLURM_RESTART_COUNT": "2"}, 2, "SLURM_RESTART_COUNT"),
+        ({"TORCHELASTIC_RESTART_COUNT": "1"}, 1, "TORCHELASTIC_RESTART_COUNT"),
+        # srun torchrun: a requeue and a restart of the worker group are two attempts.
+        (
+            {"SLURM_RESTART_COUNT": "1", "TORCHELASTIC_RESTART_COUNT": "1"},
+            2,
+            "SLURM_RESTART_COUNT + TORCHELASTIC_RESTART_COUNT",
+        ),
+    ],
+)
+def test_the_attempt_counts_requeues_and_restarts(
+    variables: dict[str, str], attempt: int, source: str
+) -> None:
+    report = inspect_environment(hand_set_env(rank=0, world_size=2) | variables)
+
+    assert report.info.attempt == attempt
+    assert report.sources["attempt"] == source
+    assert f"attempt        {attempt}  [{source}]" in report.format()
+
+
+def test_a_malformed_restart_count_is_named() -> None:
+    with pytest.raises(LauncherEnvError, match=r"SLURM_RESTART_COUNT='x'"):
+        inspect_environment({"SLURM_RESTART_COUNT": "x"})
 
 
 def test_sources_say_when_a_single_node_is_assumed() -> None:

@@ -76,6 +76,7 @@ def test_the_root_toctree_lists_the_pages_in_order() -> None:
         "helios-collectives",
         "helios-log",
         "training",
+        "preemption",
         "testing",
         "failures",
         "benchmarks",

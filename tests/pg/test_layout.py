@@ -45,10 +45,13 @@ def test_the_layout_follows_the_host_of_each_rank(
 def test_every_rank_reads_the_same_table_from_the_store() -> None:
     store = HashStore()
     world_size = 3
-    tables: dict[int, list[str]] = {}
+    tables: dict[int, tuple[list[str], int]] = {}
 
     def rank(index: int) -> None:
-        tables[index] = exchange_hosts(store, "t", index, world_size, timedelta(seconds=10))
+        # Each torchrun agent counts its own restarts: rank 1's node restarted twice.
+        attempt = 2 if index == 1 else 0
+        wait = timedelta(seconds=10)
+        tables[index] = exchange_hosts(store, "t", index, world_size, wait, job_attempt=attempt)
 
     threads = [threading.Thread(target=rank, args=(index,)) for index in (2, 1, 0)]
     for thread in threads:
@@ -58,7 +61,8 @@ def test_every_rank_reads_the_same_table_from_the_store() -> None:
 
     assert len(tables) == world_size
     assert tables[0] == tables[1] == tables[2]
-    assert len(tables[0]) == world_size
+    assert len(tables[0][0]) == world_size
+    assert tables[0][1] == 2  # the job's attempt: the largest any rank said
 
 
 def test_a_missing_rank_ends_the_exchange_at_the_timeout() -> None:

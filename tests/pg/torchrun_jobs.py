@@ -22,11 +22,13 @@ def run_jobs(
     *,
     nproc: int = 3,
     limit: float = 240.0,
+    restarts: int = 0,
 ) -> dict[str, tuple[Finished, Path]]:
     """Run ``torchrun --standalone`` of ``worker`` once per mode, all at once.
 
     Each job keeps its workers' error files under a ``--log-dir`` of its own, which
-    ``env_for(mode, log_dir)`` may also use.
+    ``env_for(mode, log_dir)`` may also use. ``restarts`` is torchrun's
+    ``--max-restarts``.
 
     Returns:
         For each mode, the finished torchrun and its log directory.
@@ -36,7 +38,11 @@ def run_jobs(
     for mode in modes:
         logs[mode] = tmp_path_factory.mktemp(f"torchrun-{mode}")
         command = torchrun_command(
-            "--standalone", f"--nproc-per-node={nproc}", f"--log-dir={logs[mode]}", str(worker)
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            f"--max-restarts={restarts}",
+            f"--log-dir={logs[mode]}",
+            str(worker),
         )
         commands.append((command, base_env(env_for(mode, logs[mode]))))
     finished = run_processes(commands, limit=limit)

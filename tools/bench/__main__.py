@@ -30,6 +30,7 @@ CASES: dict[str, Callable[[], Measured]] = {
     "hostlist": single.hostlists,
     "ranks": ranks.plugin,
     "busbw": busbw.run,
+    "preemption": partial(ranks.on_ranks, "preemption", 2, 8, 32),
     "scale": partial(ranks.on_ranks, "scale", 8, 16, 32, 64),
 }
 """Every case by its command-line name, in the order of the table."""

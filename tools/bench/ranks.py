@@ -35,7 +35,7 @@ from helios_collectives import (
 from tests.support.procs import free_port, launcher_variables, plain_environment
 from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
 
-__all__ = ["on_ranks", "on_ranks_collectives", "on_ranks_scale", "plugin"]
+__all__ = ["on_ranks", "on_ranks_collectives", "on_ranks_preemption", "on_ranks_scale", "plugin"]
 
 _TESTS = """
 from datetime import timedelta
@@ -234,3 +234,29 @@ def on_ranks_scale(out: Path) -> None:
     case = at + "memory per rank (forked by the ranks plugin)"
     rows.append(row(case, "PSS (shared pages counted once)", "RSS", memory, unit="MiB"))
     out.joinpath(f"{world}.json").write_text(json.dumps([asdict(r) for r in rows]))
+
+
+def on_ranks_preemption(out: Path) -> None:
+    """One world size: ``should_stop()`` per call against the one-element all-reduce it
+    makes, and against a small training step (a linear layer's forward, backward and an
+    all-reduce of its gradient); rank 0 writes the rows."""
+    world, flag = dist.get_world_size(), torch.zeros(1, dtype=torch.int32)
+    model = torch.nn.Linear(256, 256)
+    batch = torch.rand(32, 256)
+
+    def step() -> None:
+        model.zero_grad()
+        model(batch).sum().backward()
+        assert model.weight.grad is not None
+        dist.all_reduce(model.weight.grad)
+
+    with helios_pg.preemption(("SIGUSR1",)) as stop:
+        bare = _timed(stop.should_stop, partial(dist.all_reduce, flag), number=50, repeat=9)
+        typical = _timed(stop.should_stop, step, number=20, repeat=9)
+    if dist.get_rank() == 0:
+        at, ours = f"preemption, {world} ranks: ", "Preemption.should_stop()"
+        rows = [
+            row(f"{at}per call", ours, "dist.all_reduce, one element", bare, goal="<= 1.2"),
+            row(f"{at}against a step", ours, "a small DDP-like step (256x256)", typical),
+        ]
+        out.joinpath(f"{world}.json").write_text(json.dumps([asdict(r) for r in rows]))

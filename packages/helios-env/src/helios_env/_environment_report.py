@@ -83,6 +83,7 @@ class EnvironmentReport:
             "world_size": info.world_size,
             "node_rank": self.node_rank,
             "num_nodes": self.num_nodes,
+            "attempt": info.attempt,
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "master_addr": self.master_addr,
@@ -129,6 +130,7 @@ class EnvironmentReport:
                     else f"{src['node_rank']}, {src['num_nodes']}"
                 ),
             ),
+            ("attempt", str(info.attempt), src.get("attempt", "")),
             ("host", f"{socket.gethostname()} (pid {os.getpid()})", ""),
             ("rendezvous", rendezvous, where),
             ("job", self.job or job_unknown, src.get("job", "")),

@@ -31,6 +31,10 @@ class DistributedInfo:
         node_rank: The index of this process's node, from 0 (the node of rank 0 when
             learned from the group); None when not known.
         num_nodes: The number of nodes of the run; None when not known.
+        attempt: Which attempt of the job this is: 0 on the first run, 1 after the
+            first requeue or restart (``SLURM_RESTART_COUNT``,
+            ``TORCHELASTIC_RESTART_COUNT``; their sum under ``srun torchrun``), the
+            same on every rank once ``helios_pg.init()`` has run.
     """
 
     local_rank: int = 0
@@ -39,6 +43,7 @@ class DistributedInfo:
     world_size: int = 1
     node_rank: int | None = None
     num_nodes: int | None = None
+    attempt: int = 0
 
     def __post_init__(self) -> None:
         unknown = self.node_rank is None and self.num_nodes is None

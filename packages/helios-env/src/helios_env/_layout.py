@@ -29,6 +29,8 @@ class Layout:
     num_nodes: int
     local_rank: int
     local_world_size: int
+    attempt: int = 0
+    """The job's attempt: the largest any rank's launcher variables say."""
 
 
 _learned: tuple[int, Layout] | None = None

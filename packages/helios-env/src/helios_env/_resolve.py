@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from helios_env._attempt import read_attempt
 from helios_env._crosscheck import cross_check
 from helios_env._detect import FORCE_VARIABLE, detect_with, present
 from helios_env._environ import Getter, environ_get, getter_for
@@ -116,8 +117,15 @@ def _resolve(
         sources = dict.fromkeys(("local_rank", "rank", "local_world_size", "world_size"), DEFAULT)
         info, env_applies, live = DistributedInfo(), False, False
     node_rank, num_nodes = _node(get, launcher, info, sources, env_applies=env_applies, group=group)
+    attempt = read_attempt(get, sources, learned_layout(group))
     info = DistributedInfo(
-        info.local_rank, info.rank, info.local_world_size, info.world_size, node_rank, num_nodes
+        info.local_rank,
+        info.rank,
+        info.local_world_size,
+        info.world_size,
+        node_rank,
+        num_nodes,
+        attempt,
     )
     return info, sources, launcher, live
 

@@ -27,17 +27,23 @@ if TYPE_CHECKING:
     from helios_pg._init import init as init
     from helios_pg._init import process_group as process_group
     from helios_pg._init import shutdown as shutdown
+    from helios_pg._preemption import Preemption as Preemption
+    from helios_pg._preemption import preemption as preemption
+    from helios_pg._requeue import Requeue as Requeue
 
 _PUBLIC = {
     "BackendUnavailableError": "helios_pg._errors",
     "DeviceBindingError": "helios_pg._errors",
+    "Preemption": "helios_pg._preemption",
     "ProcessGroupInitError": "helios_pg._errors",
     "RendezvousConfigError": "helios_pg._errors",
+    "Requeue": "helios_pg._requeue",
     "default_backend": "helios_pg._backend",
     "init": "helios_pg._init",
     "init_dist": "helios_pg._helios_ml",
     "is_dist_active": "helios_pg._helios_ml",
     "local_device": "helios_pg._device",
+    "preemption": "helios_pg._preemption",
     "process_group": "helios_pg._init",
     "shutdown": "helios_pg._init",
     "shutdown_dist": "helios_pg._helios_ml",

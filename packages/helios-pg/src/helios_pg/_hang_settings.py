@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
+from helios_pg._signals import signal_from
+
 __all__ = [
     "DIRECTORY_VARIABLE",
     "SIGNAL_VARIABLE",
@@ -64,14 +66,6 @@ def signal_number(raw: str | None) -> int | None:
     """
     if raw is None:
         return int(signal.SIGUSR2)
-    text = raw.strip()
-    if text.lower() in ("", "none", "0", "off"):
+    if raw.strip().lower() in ("", "none", "0", "off"):
         return None
-    if text.isdigit():
-        return int(text)
-    name = text.upper() if text.upper().startswith("SIG") else f"SIG{text.upper()}"
-    found = getattr(signal, name, None)
-    if not isinstance(found, signal.Signals):
-        message = f"{SIGNAL_VARIABLE} must name a signal (SIGUSR2, 12) or be none, got {raw!r}"
-        raise ValueError(message)
-    return int(found)
+    return signal_from(raw, f"{SIGNAL_VARIABLE} (or none)")

@@ -24,6 +24,7 @@ from helios_pg._hang_settings import hang_timeout_from
 from helios_pg._interface import release_gloo
 from helios_pg._layout import learn_after_init, prepare_nodes
 from helios_pg._meeting import connect_env, find_meeting
+from helios_pg._preemption import close_all as close_preemptions
 from helios_pg._rendezvous import EnvStore
 from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
 from helios_pg._torch import destroy_without_deadlock
@@ -263,6 +264,7 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
         release_gloo()
         stop_watchdog()
         uninstall_reporter()
+        close_preemptions()
     if not dist.is_available() or not dist.is_initialized():
         return
     if group is None:

@@ -44,9 +44,15 @@ def _wait(store: Any, keys: list[str], deadline: float, what: str) -> None:
 
 
 def exchange_hosts(
-    store: Any, prefix: str, rank: int, world_size: int, timeout: timedelta
-) -> list[str]:
-    """Return every rank's host name, in rank order.
+    store: Any,
+    prefix: str,
+    rank: int,
+    world_size: int,
+    timeout: timedelta,
+    *,
+    job_attempt: int = 0,
+) -> tuple[list[str], int]:
+    """Return every rank's host name, in rank order, and the job's attempt.
 
     Args:
         store: The group's rendezvous store (every rank's, the same keys).
@@ -54,24 +60,27 @@ def exchange_hosts(
         rank: This rank.
         world_size: The number of ranks.
         timeout: How long to wait for the others.
+        job_attempt: The attempt this rank's launcher variables say.
 
     Returns:
-        The host names, one per rank.
+        The host names, one per rank, and the largest attempt any rank said.
 
     Raises:
         TimeoutError: A rank did not write its name, or rank 0 its list, in time.
     """
     deadline = time.monotonic() + timeout.total_seconds()
-    store.set(f"{prefix}/host/{rank}", socket.gethostname())
+    store.set(f"{prefix}/host/{rank}", f"{socket.gethostname()}\t{job_attempt}")
     table = f"{prefix}/hosts"
     if rank == 0:
         keys = [f"{prefix}/host/{index}" for index in range(world_size)]
         _wait(store, keys, deadline, "the host names of every rank")
-        hosts = [bytes(store.get(key)).decode(errors="replace") for key in keys]
-        store.set(table, "\n".join(hosts))
-        return hosts
-    _wait(store, [table], deadline, "rank 0's table of host names")
-    return bytes(store.get(table)).decode(errors="replace").split("\n")
+        lines = [bytes(store.get(key)).decode(errors="replace") for key in keys]
+        store.set(table, "\n".join(lines))
+    else:
+        _wait(store, [table], deadline, "rank 0's table of host names")
+        lines = bytes(store.get(table)).decode(errors="replace").split("\n")
+    entries = [line.rpartition("\t") for line in lines]
+    return [host for host, _, _ in entries], max(int(count or 0) for _, _, count in entries)
 
 
 def layout_of(hosts: list[str], rank: int) -> Layout:
@@ -121,10 +130,13 @@ def wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> boo
     return "gloo" in backend.lower()
 
 
-def _learn(store: Any, prefix: str, attempt: Attempt) -> Layout:
+def _learn(store: Any, prefix: str, attempt: Attempt, job_attempt: int) -> Layout:
     rank, world_size = attempt.rank, attempt.world_size
     with map_torch_errors(attempt, Step.EXCHANGE):
-        return layout_of(exchange_hosts(store, prefix, rank, world_size, attempt.wait), rank)
+        hosts, largest = exchange_hosts(
+            store, prefix, rank, world_size, attempt.wait, job_attempt=job_attempt
+        )
+    return replace(layout_of(hosts, rank), attempt=largest)
 
 
 def prepare_nodes(
@@ -145,7 +157,7 @@ def prepare_nodes(
     layout = None
     if wants_hosts(report, attempt.backend, attempt.world_size):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        layout = _learn(env_store.store, prefix, attempt)
+        layout = _learn(env_store.store, prefix, attempt, report.info.attempt)
     num_nodes = layout.num_nodes if layout else report.num_nodes
     bind_gloo(attempt.backend, attempt.meeting.addr, num_nodes)
     return layout
@@ -173,4 +185,4 @@ def learn_after_init(report: EnvironmentReport, attempt: Attempt) -> Layout | No
     formed = replace(attempt, rank=dist.get_rank(), world_size=world_size)
     with map_torch_errors(formed, Step.EXCHANGE):
         generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
-    return _learn(store, f"helios_pg/layout/{generation}", formed)
+    return _learn(store, f"helios_pg/layout/{generation}", formed, report.info.attempt)

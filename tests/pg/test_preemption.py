@@ -1,0 +1,226 @@
+"""Preemption: handlers that only set a flag, one answer on every rank, requeue once.
+
+In this process: signal names, chaining and restoring the handlers installed before,
+and what ``requeue()`` does under each launcher. On three ranks of the ranks plugin:
+one rank's signal stops every rank after the same step. Under real torchrun: SIGTERM
+to the agent, and a restart that resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+from pathlib import Path
+from types import FrameType
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from helios_env import DistributedInfo
+from helios_pg import init, preemption, shutdown
+from helios_pg._requeue import EXIT_REQUEUE
+from tests.pg.torchrun_jobs import run_jobs
+from tests.support.procs import Finished, results
+
+WORKER = Path(__file__).parent / "workers" / "preempted.py"
+NO_SLURM = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID")
+
+
+@pytest.fixture(autouse=True)
+def no_launcher(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in NO_SLURM:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HELIOS_REQUEUE_FILE", str(tmp_path / "requeue-marker"))
+
+
+def test_an_unknown_signal_is_named_and_nothing_is_installed() -> None:
+    before = signal.getsignal(signal.SIGUSR1)
+    with pytest.raises(ValueError, match="'SIGNOPE' is not a signal"):
+        preemption(("SIGUSR1", "SIGNOPE"))
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_the_handler_installed_before_still_runs_and_comes_back() -> None:
+    seen: list[int] = []
+
+    def theirs(number: int, frame: FrameType | None) -> None:
+        seen.append(number)
+
+    before = signal.signal(signal.SIGUSR1, theirs)
+    try:
+        stop = preemption(("usr1", int(signal.SIGTERM)))
+        assert not stop.should_stop()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert seen == [signal.SIGUSR1]  # run before the flag was read
+        assert stop.received == signal.SIGUSR1
+        assert stop.should_stop()  # one process: its own flag
+        stop.close()
+        assert signal.getsignal(signal.SIGUSR1) is theirs
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        stop.close()
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_shutdown_closes_the_watchers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    init()
+    preemption()
+    assert signal.getsignal(signal.SIGTERM) != before
+    shutdown()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_it_is_refused_outside_the_main_thread() -> None:
+    raised: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            preemption()
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=make, name="loader")
+    thread.start()
+    thread.join()
+    assert "main thread" in str(raised[0])
+    assert "'loader'" in str(raised[0])
+
+
+def test_outside_slurm_requeue_writes_a_marker_and_asks_for_its_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with preemption() as stop:
+        outcome = stop.requeue()
+    assert (outcome.how, outcome.exit_status, outcome.requeued) == ("marker", EXIT_REQUEUE, False)
+    assert outcome.marker == tmp_path / "requeue-marker"
+    assert outcome.marker.exists()
+    assert "not under SLURM" in capsys.readouterr().err
+
+
+def fake_scontrol(folder: Path, status: int) -> Path:
+    """An ``scontrol`` that records its arguments and exits with ``status``."""
+    folder.mkdir()
+    script = folder / "scontrol"
+    script.write_text(
+        f'#!/bin/sh\necho "$@" > "{folder}/called"\n'
+        f'[ {status} -eq 0 ] || echo "Job is not requeueable" >&2\nexit {status}\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("variables", "job"),
+    [
+        ({"SLURM_JOB_ID": "77"}, "77"),
+        ({"SLURM_JOB_ID": "80", "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}, "77_3"),
+    ],
+)
+def test_under_slurm_rank_0_requeues_the_job_or_the_array_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], job: str
+) -> None:
+    bin_dir = fake_scontrol(tmp_path / "bin", 0)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with preemption() as stop:
+        outcome = stop.requeue()
+    assert (bin_dir / "called").read_text().split() == ["requeue", job]
+    assert (outcome.how, outcome.exit_status, outcome.job) == ("scontrol", 0, job)
+    assert outcome.requeued
+
+
+@pytest.mark.parametrize("scontrol", ["missing", "failing"])
+def test_under_slurm_without_a_working_scontrol_the_fallback_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scontrol: str
+) -> None:
+    bin_dir = tmp_path / "empty" if scontrol == "missing" else fake_scontrol(tmp_path / "bin", 1)
+    bin_dir.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("SLURM_JOB_ID", "78")
+    with preemption() as stop:
+        outcome = stop.requeue()
+    assert (outcome.how, outcome.exit_status) == ("marker", EXIT_REQUEUE)
+    why = "scontrol is not on PATH" if scontrol == "missing" else "Job is not requeueable"
+    assert why in outcome.detail
+    assert outcome.marker is not None
+    assert "78" in outcome.marker.read_text()
+
+
+def test_under_torchrun_alone_the_end_is_a_clean_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-1")
+    with preemption() as stop:
+        outcome = stop.requeue()
+    assert (outcome.how, outcome.exit_status, outcome.marker) == ("launcher", 0, None)
+
+
+@pytest.mark.ranks(3, timeout=60)
+def test_one_rank_signal_stops_every_rank_after_the_same_step(
+    dist_info: DistributedInfo,
+) -> None:
+    with preemption(("SIGUSR1",)) as stop:
+        stopped = None
+        for step in range(50):
+            if step == 3 and dist_info.rank == 1:
+                os.kill(os.getpid(), signal.SIGUSR1)
+            dist.all_reduce(torch.ones(1))
+            if stop.should_stop():
+                stopped = step
+                break
+        steps = torch.tensor([stopped if stopped is not None else -1])
+        every = [torch.zeros(1, dtype=steps.dtype) for _ in range(3)]
+        dist.all_gather(every, steps)
+        assert [int(t.item()) for t in every] == [3, 3, 3]
+        assert (stop.received is not None) is (dist_info.rank == 1)
+        outcome = stop.requeue()
+        assert (outcome.how, outcome.exit_status) == ("marker", EXIT_REQUEUE)
+
+
+def stopped_steps(done: Finished) -> dict[int, dict[str, object]]:
+    return {int(found["rank"]): found for found in results(done)}
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, Path]]:
+    def env_for(case: str, logs: Path) -> dict[str, str]:
+        return {
+            "HELIOS_TEST_PREEMPT": case,
+            "HELIOS_TEST_CHECKPOINT": str(logs / "checkpoint.json"),
+            "HELIOS_TEST_EVERY": "2" if case == "restart" else "0",
+            "HELIOS_TEST_PG_TIMEOUT": "15",
+            "HELIOS_REQUEUE_FILE": str(logs / "marker"),
+        }
+
+    return run_jobs(WORKER, ("sigterm", "restart"), env_for, tmp_path_factory, restarts=1)
+
+
+@pytest.mark.faults
+def test_sigterm_to_torchrun_stops_every_rank_after_the_same_step(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["sigterm"]
+    found = stopped_steps(done)
+    assert sorted(found) == [0, 1, 2], done.describe()
+    assert len({entry["stopped"] for entry in found.values()}) == 1, found
+    assert {entry["how"] for entry in found.values()} == {"launcher"}
+    stopped = int(str(found[0]["stopped"]))
+    assert stopped >= 3
+    assert (logs / "checkpoint.json").read_text() == f'{{"next": {stopped + 1}}}'
+
+
+@pytest.mark.faults
+def test_a_restarted_group_knows_its_attempt_and_resumes(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["restart"]
+    assert done.returncode == 0, done.describe()
+    found = stopped_steps(done)
+    assert {int(str(entry["attempt"])) for entry in found.values()} == {1}, found
+    assert {int(str(entry["start"])) for entry in found.values()} == {4}  # the last checkpoint
+    assert {entry["stopped"] for entry in found.values()} == {None}  # ran to the end
+    (first,) = logs.glob("**/attempt_0/1/error.json")
+    assert "rank 1 fails at step 5" in first.read_text()

@@ -1,0 +1,91 @@
+"""Worker: a training loop that stops when told to, saves, and asks to be requeued.
+
+Each step is one all-reduce; rank 0 saves a checkpoint (the next step to run) when
+the job stops, and every ``HELIOS_TEST_EVERY`` steps. ``HELIOS_TEST_PREEMPT`` says what
+happens:
+
+- ``sigterm``: at step 3, rank 0 sends SIGTERM to its parent, torchrun's agent, as an
+  operator stopping the job does; the agent forwards it to every rank;
+- ``usr1_one``: at step 3, rank 1 alone receives SIGUSR1;
+- ``restart``: on the job's first attempt, rank 1 raises at step 5; torchrun starts the
+  group again, which resumes from the checkpoint.
+
+Each rank prints one result: the attempt, the step it started from, the step after
+which it stopped, and what ``requeue()`` said.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from helios_pg import preemption, process_group
+from tests.support.worker import group_timeout, report
+
+STEPS = 40
+SIGNAL_AT = 3
+FAIL_AT = 5
+
+
+def load(checkpoint: Path) -> int:
+    return int(json.loads(checkpoint.read_text())["next"]) if checkpoint.exists() else 0
+
+
+def save(checkpoint: Path, next_step: int) -> None:
+    partial = checkpoint.with_suffix(".partial")
+    partial.write_text(json.dumps({"next": next_step}))
+    partial.replace(checkpoint)
+
+
+def signal_at(case: str, rank: int, step: int) -> None:
+    if step != SIGNAL_AT:
+        return
+    if case == "sigterm" and rank == 0:
+        os.kill(os.getppid(), signal.SIGTERM)
+    elif case == "usr1_one" and rank == 1:
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def main() -> None:
+    case = os.environ["HELIOS_TEST_PREEMPT"]
+    checkpoint = Path(os.environ["HELIOS_TEST_CHECKPOINT"])
+    every = int(os.environ.get("HELIOS_TEST_EVERY", "0"))
+    with process_group(timeout=group_timeout()) as info, preemption() as stop:
+        start = load(checkpoint)
+        step = start
+        stopped = None
+        while step < STEPS:
+            signal_at(case, info.rank, step)
+            if case == "restart" and info.attempt == 0 and info.rank == 1 and step == FAIL_AT:
+                message = f"rank 1 fails at step {step}"
+                raise RuntimeError(message)
+            dist.all_reduce(torch.ones(1))
+            time.sleep(0.05)
+            step += 1
+            if info.rank == 0 and every and step % every == 0:
+                save(checkpoint, step)
+            if stop.should_stop():
+                stopped = step - 1
+                break
+        if info.rank == 0:
+            save(checkpoint, step)
+        outcome = stop.requeue() if stopped is not None else None
+        report(
+            rank=info.rank,
+            attempt=info.attempt,
+            start=start,
+            stopped=stopped,
+            how=outcome.how if outcome else None,
+            exit_status=outcome.exit_status if outcome else 0,
+        )
+    raise SystemExit(outcome.exit_status if outcome else 0)
+
+
+if __name__ == "__main__":
+    main()
