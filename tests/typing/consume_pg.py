@@ -7,6 +7,7 @@ mypy --strict checks the public API as downstream code sees it from the wheel.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -17,13 +18,16 @@ from helios_env import DistributedInfo
 from helios_pg import (
     BackendUnavailableError,
     DeviceBindingError,
+    Preemption,
     ProcessGroupInitError,
     RendezvousConfigError,
+    Requeue,
     default_backend,
     init,
     init_dist,
     is_dist_active,
     local_device,
+    preemption,
     process_group,
     shutdown,
     shutdown_dist,
@@ -49,6 +53,15 @@ def consume(group: dist.ProcessGroup) -> None:
     assert_type(init_dist("gloo", rank=0, world_size=2), None)
     assert_type(shutdown_dist(), None)
     assert_type(is_dist_active(), bool)
+    with preemption(("SIGUSR1", 15)) as stop:
+        assert_type(stop, Preemption)
+        assert_type(stop.should_stop(), bool)
+        assert_type(stop.received, int | None)
+        outcome = stop.requeue(timeout=30.0)
+        assert_type(outcome, Requeue)
+        assert_type(outcome.exit_status, int)
+        assert_type(outcome.requeued, bool)
+        assert_type(outcome.marker, Path | None)
 
     errors: list[type[Exception]] = [
         BackendUnavailableError,
@@ -72,3 +85,4 @@ def misuse() -> None:
     init(world_size="2")  # type: ignore[arg-type]
     init(timeout="20")  # type: ignore[arg-type]
     init_dist(rank="0", world_size=2)  # type: ignore[arg-type]
+    preemption(signals=1.5)  # type: ignore[arg-type]
