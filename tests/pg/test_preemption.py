@@ -181,7 +181,11 @@ def test_one_rank_signal_stops_every_rank_after_the_same_step(
 
 
 def stopped_steps(done: Finished) -> dict[int, dict[str, object]]:
-    return {int(found["rank"]): found for found in results(done)}
+    """Each rank's report, with what its ``requeue()`` said merged in."""
+    found: dict[int, dict[str, object]] = {}
+    for result in results(done):
+        found.setdefault(int(result["rank"]), {}).update(result)
+    return found
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,15 @@ happens:
   operator stopping the job does; the agent forwards it to every rank;
 - ``usr1_one``: at step 3, rank 1 alone receives SIGUSR1;
 - ``restart``: on the job's first attempt, rank 1 raises at step 5; torchrun starts the
-  group again, which resumes from the checkpoint.
+  group again, which resumes from the checkpoint;
+- ``outside``: nothing here; the test signals the job (``scancel --signal``) or one
+  rank (``kill``), having read ``HELIOS_TEST_PROGRESS``: each rank's pid
+  (``rank-N.pid``) and rank 0's last step (``step``). The first attempt's steps are
+  slow, so that the signal comes before its end.
 
-Each rank prints one result: the attempt, the step it started from, the step after
-which it stopped, and what ``requeue()`` said.
+Each rank prints one result when it stops or ends (the attempt, the step it started
+from, the step after which it stopped), then calls ``requeue()`` if it stopped, and
+prints what that said: SLURM may stop the job as soon as it is requeued.
 """
 
 from __future__ import annotations
@@ -52,6 +57,16 @@ def signal_at(case: str, rank: int, step: int) -> None:
         os.kill(os.getpid(), signal.SIGUSR1)
 
 
+def progress(rank: int, step: int | None) -> None:
+    folder = os.environ.get("HELIOS_TEST_PROGRESS")
+    if folder is None:
+        return
+    if step is None:
+        Path(folder, f"rank-{rank}.pid").write_text(str(os.getpid()))
+    elif rank == 0:
+        Path(folder, "step").write_text(str(step))
+
+
 def main() -> None:
     case = os.environ["HELIOS_TEST_PREEMPT"]
     checkpoint = Path(os.environ["HELIOS_TEST_CHECKPOINT"])
@@ -60,14 +75,17 @@ def main() -> None:
         start = load(checkpoint)
         step = start
         stopped = None
+        pause = 0.3 if case == "outside" and info.attempt == 0 else 0.05
+        progress(info.rank, None)
         while step < STEPS:
             signal_at(case, info.rank, step)
             if case == "restart" and info.attempt == 0 and info.rank == 1 and step == FAIL_AT:
                 message = f"rank 1 fails at step {step}"
                 raise RuntimeError(message)
             dist.all_reduce(torch.ones(1))
-            time.sleep(0.05)
+            time.sleep(pause)
             step += 1
+            progress(info.rank, step)
             if info.rank == 0 and every and step % every == 0:
                 save(checkpoint, step)
             if stop.should_stop():
@@ -75,15 +93,11 @@ def main() -> None:
                 break
         if info.rank == 0:
             save(checkpoint, step)
+        report(rank=info.rank, attempt=info.attempt, start=start, stopped=stopped)
         outcome = stop.requeue() if stopped is not None else None
-        report(
-            rank=info.rank,
-            attempt=info.attempt,
-            start=start,
-            stopped=stopped,
-            how=outcome.how if outcome else None,
-            exit_status=outcome.exit_status if outcome else 0,
-        )
+        if outcome is not None:
+            returned = time.time()
+            report(rank=info.rank, how=outcome.how, exit_status=outcome.exit_status, at=returned)
     raise SystemExit(outcome.exit_status if outcome else 0)
 
 

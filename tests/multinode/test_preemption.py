@@ -1,0 +1,118 @@
+"""A SLURM job on two nodes is stopped, saves once, is requeued, and resumes: real SLURM.
+
+``sbatch -N2 --ntasks-per-node=2 --requeue`` of ``srun python preempted.py``: once the
+first attempt is a few steps in, the job is signalled (``scancel --signal=USR1``, or one
+rank's process alone with ``kill -USR1``). Every rank stops after the same step, rank 0
+saves, ``requeue()`` runs ``scontrol requeue``; SLURM holds a requeued job for a while
+(``BeginTime``), which the test lifts. The second attempt knows it is one, resumes at
+the next step and ends the job ``COMPLETED``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.multinode.checks import TEST_TIMEOUT, describe
+from tests.support.procs import REPO_ROOT, Finished, parse_results
+from tests.support.slurm import Cluster
+
+pytestmark = [pytest.mark.multinode, pytest.mark.timeout(2 * TEST_TIMEOUT)]
+
+WORKER = REPO_ROOT / "tests" / "pg" / "workers" / "preempted.py"
+LIMIT = 150.0
+"""Seconds from submission to the end of the second attempt (eight processes importing
+torch on two shared cores, twice)."""
+
+
+def wait_for(what: str, check: Any, cluster: Cluster, output: Path) -> Any:
+    """``check()``'s first true value, polled until :data:`LIMIT` (then the job's output)."""
+    deadline = time.monotonic() + LIMIT
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    cluster.cancel_all()
+    text = output.read_text(errors="replace") if output.exists() else "(no output)"
+    raise TimeoutError(f"{what} did not happen in {LIMIT} s\n{text}\n{cluster.logs()}")
+
+
+def job_fields(cluster: Cluster, job: str) -> dict[str, str]:
+    _, out, _ = cluster.run(["scontrol", "show", "job", job])
+    return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+@pytest.mark.parametrize("how", ["scancel", "one_rank"])
+def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
+    cluster: Cluster, tmp_path: Path, how: str, record_property: Any
+) -> None:
+    progress, output = tmp_path / "progress", tmp_path / "job.out"
+    progress.mkdir()
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\nexec srun {sys.executable} {WORKER}\n")
+    env = {
+        "PYTHONPATH": str(REPO_ROOT),
+        "HELIOS_TEST_PREEMPT": "outside",
+        "HELIOS_TEST_CHECKPOINT": str(tmp_path / "checkpoint.json"),
+        "HELIOS_TEST_PROGRESS": str(progress),
+        "HELIOS_TEST_PG_TIMEOUT": "30",
+    }
+    options = ["-N2", "--ntasks-per-node=2", "--requeue", "--open-mode=append", "--parsable"]
+    submitted = cluster.finish(["sbatch", *options, "-o", str(output), str(script)], env=env)
+    assert submitted.returncode == 0, describe(submitted)
+    job = submitted.stdout.strip().split(";")[0]
+
+    def step() -> int:
+        text = (progress / "step").read_text() if (progress / "step").exists() else ""
+        return int(text) if text.strip().isdigit() else -1
+
+    wait_for("the first attempt's third step", lambda: step() >= 3, cluster, output)
+    sent = time.time()
+    if how == "scancel":
+        signalled = cluster.finish(["scancel", "--signal=USR1", job])
+        assert signalled.returncode == 0, describe(signalled)
+    else:
+        os.kill(int((progress / "rank-2.pid").read_text()), signal.SIGUSR1)
+
+    def second_attempt_ended() -> dict[str, str] | None:
+        fields = job_fields(cluster, job)
+        if fields.get("Restarts") == "1" and fields.get("Reason") == "BeginTime":
+            # SLURM holds a requeued job a while: lift the hold once the job waits.
+            cluster.finish(["scontrol", "update", f"JobId={job}", "StartTime=now"])
+        ended = fields.get("Restarts") == "1" and fields.get("JobState") in {"COMPLETED", "FAILED"}
+        return fields if ended else None
+
+    fields = wait_for("the end of the second attempt", second_attempt_ended, cluster, output)
+    text = output.read_text() if output.exists() else ""
+    report = describe(Finished(["sbatch", job], 0, text, "")) + f"\n{fields}"
+    assert fields["JobState"] == "COMPLETED", report
+    assert fields["Restarts"] == "1", report
+    by_attempt: dict[int, dict[int, dict[str, Any]]] = {0: {}, 1: {}}
+    hows, returned = [], []
+    for result in parse_results(text):
+        if "how" in result:
+            hows.append(result["how"])
+            returned.append(float(result["at"]))
+        else:
+            by_attempt[int(result["attempt"])][int(result["rank"])] = result
+    first, second = by_attempt[0], by_attempt[1]
+    assert sorted(first) == sorted(second) == [0, 1, 2, 3], report
+    stopped = {entry["stopped"] for entry in first.values()}
+    assert len(stopped) == 1, report  # every rank stopped after the same step
+    (last,) = stopped
+    assert isinstance(last, int), report
+    assert last >= 3, report
+    # Every step ran once per rank: the second attempt starts where the first stopped.
+    assert {entry["start"] for entry in second.values()} == {last + 1}, report
+    assert {entry["stopped"] for entry in second.values()} == {None}, report
+    assert set(hows) <= {"scontrol"}, report
+    if returned:  # SLURM may stop a rank before it says what requeue() returned
+        record_property("signal_to_last_requeue_return_s", round(max(returned) - sent, 2))
