@@ -1,8 +1,10 @@
 """A SLURM job on two nodes is stopped, saves once, is requeued, and resumes: real SLURM.
 
-``sbatch -N2 --ntasks-per-node=2 --requeue`` of ``srun python preempted.py``: once the
-first attempt is a few steps in, the job is signalled (``scancel --signal=USR1``, or one
-rank's process alone with ``kill -USR1``). Every rank stops after the same step, rank 0
+``sbatch -N2 --ntasks-per-node=2 --requeue`` of ``srun python preempted.py`` (or of
+``srun torchrun``, one agent per node): once the first attempt is a few steps in, the
+job is signalled (``scancel --signal=USR1``, or one rank's process alone with
+``kill -USR1``), or SLURM signals it itself before its time limit
+(``--time=1 --signal=USR1@30``). Every rank stops after the same step, rank 0
 saves, ``requeue()`` runs ``scontrol requeue``; SLURM holds a requeued job for a while
 (``BeginTime``), which the test lifts. The second attempt knows it is one, resumes at
 the next step and ends the job ``COMPLETED``.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -21,7 +24,8 @@ from typing import Any
 import pytest
 
 from tests.multinode.checks import TEST_TIMEOUT, describe
-from tests.support.procs import REPO_ROOT, Finished, parse_results
+from tests.support.netns import VirtualNodes
+from tests.support.procs import REPO_ROOT, Finished, parse_results, torchrun_command
 from tests.support.slurm import Cluster
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(2 * TEST_TIMEOUT)]
@@ -50,22 +54,53 @@ def job_fields(cluster: Cluster, job: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S*)", out))
 
 
-@pytest.mark.parametrize("how", ["scancel", "one_rank"])
+def job_script(how: str, nodes: VirtualNodes, folder: Path) -> Path:
+    """The batch script: srun of the worker, or srun of one torchrun per node."""
+    script = folder / "job.sh"
+    if how != "srun_torchrun":
+        script.write_text(f"#!/bin/sh\nexec srun {sys.executable} {WORKER}\n")
+        return script
+    agent = torchrun_command(
+        "--nnodes=2",
+        "--nproc-per-node=2",
+        "--max-restarts=0",
+        f"--master-port={nodes.free_port(0)}",
+    )
+    (folder / "agent.sh").write_text(
+        "#!/bin/sh\n"
+        'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+        f'exec {shlex.join(agent)} --node-rank="$SLURM_NODEID" --master-addr="$first" '
+        f"{WORKER}\n"
+    )
+    # One agent per node: -n2 too, or srun takes the job's four tasks.
+    agents = f"srun --nodes=2 --ntasks=2 --ntasks-per-node=1 sh {folder / 'agent.sh'}"
+    script.write_text(f"#!/bin/sh\nexec {agents}\n")
+    return script
+
+
+@pytest.mark.parametrize("how", ["scancel", "one_rank", "srun_torchrun", "time_limit"])
 def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
-    cluster: Cluster, tmp_path: Path, how: str, record_property: Any
+    cluster: Cluster,
+    nodes: VirtualNodes,
+    tmp_path: Path,
+    how: str,
+    record_property: Any,
 ) -> None:
     progress, output = tmp_path / "progress", tmp_path / "job.out"
     progress.mkdir()
-    script = tmp_path / "job.sh"
-    script.write_text(f"#!/bin/sh\nexec srun {sys.executable} {WORKER}\n")
+    script = job_script(how, nodes, tmp_path)
     env = {
         "PYTHONPATH": str(REPO_ROOT),
         "HELIOS_TEST_PREEMPT": "outside",
         "HELIOS_TEST_CHECKPOINT": str(tmp_path / "checkpoint.json"),
         "HELIOS_TEST_PROGRESS": str(progress),
         "HELIOS_TEST_PG_TIMEOUT": "30",
+        # SLURM's warning comes up to a minute early: the first attempt outlasts it.
+        "HELIOS_TEST_STEPS": "400" if how == "time_limit" else "40",
     }
     options = ["-N2", "--ntasks-per-node=2", "--requeue", "--open-mode=append", "--parsable"]
+    if how == "time_limit":
+        options += ["--time=1", "--signal=USR1@30"]
     submitted = cluster.finish(["sbatch", *options, "-o", str(output), str(script)], env=env)
     assert submitted.returncode == 0, describe(submitted)
     job = submitted.stdout.strip().split(";")[0]
@@ -76,10 +111,10 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
 
     wait_for("the first attempt's third step", lambda: step() >= 3, cluster, output)
     sent = time.time()
-    if how == "scancel":
+    if how in ("scancel", "srun_torchrun"):
         signalled = cluster.finish(["scancel", "--signal=USR1", job])
         assert signalled.returncode == 0, describe(signalled)
-    else:
+    elif how == "one_rank":
         os.kill(int((progress / "rank-2.pid").read_text()), signal.SIGUSR1)
 
     def second_attempt_ended() -> dict[str, str] | None:
@@ -114,5 +149,5 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
     assert {entry["start"] for entry in second.values()} == {last + 1}, report
     assert {entry["stopped"] for entry in second.values()} == {None}, report
     assert set(hows) <= {"scontrol"}, report
-    if returned:  # SLURM may stop a rank before it says what requeue() returned
+    if returned and how != "time_limit":  # SLURM may stop a rank before it says it
         record_property("signal_to_last_requeue_return_s", round(max(returned) - sent, 2))

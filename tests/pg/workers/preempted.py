@@ -12,7 +12,8 @@ happens:
 - ``outside``: nothing here; the test signals the job (``scancel --signal``) or one
   rank (``kill``), having read ``HELIOS_TEST_PROGRESS``: each rank's pid
   (``rank-N.pid``) and rank 0's last step (``step``). The first attempt's steps are
-  slow, so that the signal comes before its end.
+  slow (``HELIOS_TEST_PAUSE`` seconds), so that the signal comes before its end; the
+  second's are not. ``HELIOS_TEST_STEPS`` steps in all.
 
 Each rank prints one result when it stops or ends (the attempt, the step it started
 from, the step after which it stopped), then calls ``requeue()`` if it stopped, and
@@ -33,7 +34,7 @@ import torch.distributed as dist
 from helios_pg import preemption, process_group
 from tests.support.worker import group_timeout, report
 
-STEPS = 40
+STEPS = int(os.environ.get("HELIOS_TEST_STEPS", "40"))
 SIGNAL_AT = 3
 FAIL_AT = 5
 
@@ -75,7 +76,8 @@ def main() -> None:
         start = load(checkpoint)
         step = start
         stopped = None
-        pause = 0.3 if case == "outside" and info.attempt == 0 else 0.05
+        pause = float(os.environ.get("HELIOS_TEST_PAUSE", "0.3")) if info.attempt == 0 else 0.0
+        pause = pause if case == "outside" else 0.05
         progress(info.rank, None)
         while step < STEPS:
             signal_at(case, info.rank, step)
