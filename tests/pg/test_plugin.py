@@ -4,7 +4,9 @@ One session runs a file of every kind of ranks test (passing on 1, 2 and 3 ranks
 parametrized, failing by an exception and by an assert, hanging, skipped, xfailed, with
 a fixture that cannot be sent, with a group timeout of its own, with warning filters,
 with a bad marker), on fresh ranks and on reused ones, and leaves no process or
-temporary file behind; another runs under pytest-xdist with four workers. The
+temporary file behind; another runs under pytest-xdist with four workers. Others run a
+rank that forks a child that outlives it (reported by its exit status at once, the child
+ended with the test), and a hang whose report names the culprit as the roll call does. The
 reused-ranks session and the xdist one are ``slow`` (they run in CI's launchers step).
 That loading the plugin imports no torch is checked from helios-pg's wheel, installed
 alone (tools/noxfile.py). The plugin declares the pytest it needs in helios-pg's
@@ -268,13 +270,17 @@ def session_env(
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-@pytest.mark.parametrize(
+FRESH_AND_REUSED = pytest.mark.parametrize(
     "mode",
     [
         pytest.param([], id="fresh"),
         pytest.param(["--ranks-reuse"], id="reuse", marks=pytest.mark.slow),
     ],
 )
+"""The session on fresh ranks, and on reused ones (``slow``)."""
+
+
+@FRESH_AND_REUSED
 def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     pytester: pytest.Pytester, session_env: dict[str, str], mode: list[str]
 ) -> None:
@@ -298,9 +304,11 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     # A failing assert is explained as pytest explains it in a plain test.
     result.stdout.fnmatch_lines(["*rank ? of 2 failed:*", "*AssertionError: assert 2.0 == 3.0*"])
     assert "test_kinds.py" in text
-    # The hang: every rank's stack, the hung rank inside the test's sleep.
+    # The hang: the culprit, then every rank's stack, the hung rank inside the test's sleep.
     result.stdout.fnmatch_lines(
         [
+            "helios hang (culprit: rank 1): rank 0 finished the test; "
+            "rank 1 in no collective, at test_kinds.py:*",
             "*rank(s) ?1? of 2 still running after the ranks timeout of 4 s*",
             "*--- rank 0 stack ---*",
             "*--- rank 1 stack ---*",
@@ -324,6 +332,141 @@ def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     # torch._dynamo's import makes torch's compile cache directory, as in any process.
     left = Path(session_env["TMPDIR"]).iterdir()
     assert [path for path in left if not path.name.startswith("torchinductor_")] == []
+
+
+FORKING = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+def linger(name):
+    child = os.fork()
+    if child == 0:  # outlives the rank, holding the pipe the rank reports on
+        time.sleep(120)
+        os._exit(0)
+    Path(__file__).with_name(name).write_text(str(child))
+
+
+def running(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def ended(pid):
+    deadline = time.monotonic() + 5  # a killed process still has to run to exit
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
+@pytest.mark.ranks(2, timeout=60)
+def test_rank_one_forks_and_exits(dist_info):
+    if dist_info.rank == 1:
+        linger("exits.pid")
+        os._exit(3)
+
+
+@pytest.mark.ranks(2, timeout=60)
+def test_rank_one_forks_and_passes(dist_info):
+    if dist_info.rank == 1:
+        linger("passes.pid")
+
+
+@pytest.mark.ranks(2, timeout=60)
+def test_nothing_is_left_of_the_tests_before(dist_info):
+    for name in ("exits.pid", "passes.pid"):
+        assert ended(int(Path(__file__).with_name(name).read_text())), name
+"""
+
+
+@FRESH_AND_REUSED
+def test_a_rank_that_forks_is_reported_when_it_exits_and_its_child_ended(
+    pytester: pytest.Pytester, session_env: dict[str, str], mode: list[str]
+) -> None:
+    pytester.makeini("[pytest]\nranks_preload_torch = false\n")
+    pytester.makepyfile(test_forking=FORKING)
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *mode, timeout=180)
+
+    result.assert_outcomes(passed=2, failed=1)
+    # Its exit status, as soon as it exited: its child, which holds its end of the
+    # pipe, does not make it a hang.
+    result.stdout.fnmatch_lines(
+        ["*rank 1 of 2 failed:*", "*rank 1 exited with status 3, without a result*"]
+    )
+    text = result.stdout.str()
+    assert "still running" not in text
+    assert "helios hang" not in text
+    # Neither child outlived its test (checked by the last test) nor the session.
+    children = [int((pytester.path / name).read_text()) for name in ("exits.pid", "passes.pid")]
+    left = leftovers(session_env["HELIOS_PLUGIN_TEST"])
+    assert left == [], (children, left)
+
+
+HANG = """
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+
+@pytest.mark.ranks(3, timeout=12, group_timeout=120)
+def test_rank_one_sleeps(dist_info):
+    dist.all_reduce(torch.ones(1))
+    if dist_info.rank == 1:
+        time.sleep(600)  # rank 1 sleeps
+    dist.all_reduce(torch.ones(1))  # the others wait here
+"""
+
+
+def test_a_hang_report_names_the_culprit_and_where_each_rank_is(
+    pytester: pytest.Pytester, session_env: dict[str, str]
+) -> None:
+    pytester.makeini("[pytest]\nranks_preload_torch = false\n")
+    lines = pytester.makepyfile(test_hang=HANG).read_text().splitlines()
+    sleeps = next(n for n, line in enumerate(lines, 1) if "# rank 1 sleeps" in line)
+    waits = next(n for n, line in enumerate(lines, 1) if "# the others wait here" in line)
+
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
+
+    result.assert_outcomes(failed=1)
+    lead = next(line for line in result.outlines if line.startswith("helios hang"))
+    # The roll call's words: the culprit first named, then where every rank is.
+    assert lead.startswith("helios hang (culprit: rank 1): "), lead
+    assert f"rank 1 in no collective, at test_hang.py:{sleeps}" in lead, lead
+    assert f"ranks [0, 2] in all_reduce #2 at test_hang.py:{waits}" in lead, lead
+    # Then every rank's stack, as before.
+    result.stdout.fnmatch_lines(
+        [
+            "helios hang *",
+            "rank(s) [[]0, 1, 2[]] of 3 still running after the ranks timeout of 12 s; *",
+            "--- rank 0 stack ---",
+        ]
+    )
+    assert leftovers(session_env["HELIOS_PLUGIN_TEST"]) == []
+
+
+def test_the_roll_calls_store_sets_once_and_compares_as_torchs_stores(tmp_path: Path) -> None:
+    from helios_pg._testing._rollcall import FolderStore
+
+    store, other = FolderStore(tmp_path / "roll"), FolderStore(tmp_path / "roll")
+
+    assert not store.check(["a/b"])
+    assert store.compare_set("a/b", "", "first") == b"first"  # unset: set
+    assert other.compare_set("a/b", "", "second") == b"first"  # set: left as it is
+    assert other.compare_set("a/b", "first", "third") == b"third"  # as expected: set
+    assert store.compare_set("c", "x", "y") == b"x"  # unset, something else expected
+    store.set("d/e", '{"where": "in no collective"}')
+    assert store.check(["a/b", "d/e"])
+    assert not store.check(["a/b", "c"])
+    assert other.get("d/e") == b'{"where": "in no collective"}'
 
 
 def test_the_pytest_extra_declares_the_floor_the_plugin_is_tested_at() -> None:

@@ -29,8 +29,11 @@ The test's fixtures are resolved once, in the pytest process, and sent to every 
 ``dist_info`` is each rank's own :class:`helios_env.DistributedInfo`. A rank that fails
 fails the test with its number, traceback and output, and the other ranks are killed
 (when several fail, the first to fail is reported and the others are named); a rank that
-is still running at ``timeout`` seconds has every rank's Python stack dumped into the
-report before all are killed; the test's module is imported in every rank with pytest's
+exits without a result fails the test at once, with its exit status, and every process a
+rank started (its process group) is killed with the test. A rank that is still running
+at ``timeout`` seconds has the report lead with the hang watchdog's roll call (where each
+rank is, which collective or none, and the culprits), then every rank's Python stack,
+before all are killed; the test's module is imported in every rank with pytest's
 assertion rewriting, so a failing ``assert`` shows its values. ``pytest.skip`` and
 ``pytest.xfail`` in a rank work as in a plain test, and pytest's warning filters (the
 ini file's ``filterwarnings``, ``-W``, the ``filterwarnings`` mark) apply to the test in

@@ -5,7 +5,11 @@
   ranks of one test, waits for them and reports;
 - :mod:`helios_pg._testing._forkserver`: the session's forkserver, which forks the
   ranks with torch already imported;
-- :mod:`helios_pg._testing._rank`: one rank, which forms the group and runs the test.
+- :mod:`helios_pg._testing._rank`: one rank, which forms the group and runs the test;
+- :mod:`helios_pg._testing._processes`: the ranks' processes, each leading a process
+  group that is ended with the test;
+- :mod:`helios_pg._testing._rollcall`: the hang watchdog's roll call, which the parent
+  calls at a test's deadline to name the culprits.
 
 Importing this package or its marker module imports neither torch nor the rest of
 helios-pg.

@@ -2,9 +2,13 @@
 
 Ranks are forked from the session's forkserver (:mod:`helios_pg._testing._forkserver`),
 whose process already imported torch and helios_pg. The parent waits on the ranks'
-pipes: after a failure it reads the outcomes that follow it closely, names the rank
-that failed first and kills the others; at the deadline every rank still running is
-asked for its Python stack (``SIGUSR1``), then all are killed.
+pipes and on their processes' exits (a rank that exits without a result fails the test
+at once, with its exit status, whatever its children hold): after a failure it reads the
+outcomes that follow it closely, names the rank that failed first and kills the others;
+at the deadline it calls the hang watchdog's roll (every rank says where it is, and the
+report's first line names the culprits) and asks every rank still running for its
+Python stack (``SIGUSR1``), then all are killed. Killing a rank kills its process group:
+nothing a rank started outlives its test, which passes or fails.
 The temporary directory (store file, output, stacks) is removed after every test, also
 after a failure or a hang. With ``--ranks-reuse`` the ranks of a passing test serve the
 next test of the same size, each test on a group of its own.
@@ -23,19 +27,22 @@ import tempfile
 import time
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext
-from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 import pytest
 
 from helios_pg._testing._forkserver import forkserver_context
 from helios_pg._testing._marker import RanksSpec, read_marker
+from helios_pg._testing._processes import RankProcess
 from helios_pg._testing._rank import DIST_INFO, Outcome, RankJob, main, serve
+from helios_pg._testing._rollcall import call_roll, dump_text, hang_line
 
 __all__ = ["close_pools", "run_on_ranks"]
 
 _STACK_WAIT = 1.0
+# After the stacks' wait, how long the ranks' answers to the roll call are waited for.
+_ANSWER_WAIT = 4.0
 # After a rank fails, the others' outcomes are read until none has come for this long,
 # so that the report names the rank that failed first.
 _SETTLE = 1.0
@@ -78,24 +85,11 @@ def _output(directory: Path, rank: int) -> str:
     return "\n".join(parts)
 
 
-def _kill(processes: list[BaseProcess]) -> None:
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-    for process in processes:
-        process.join(5)
-
-
-def _stacks(directory: Path, processes: list[BaseProcess]) -> str:
-    for process in processes:
-        if process.is_alive() and process.pid is not None:
-            os.kill(process.pid, signal.SIGUSR1)
-    time.sleep(_STACK_WAIT)
-    dumps = []
-    for rank in range(len(processes)):
-        text = _read(directory / f"stacks.{rank}").rstrip() or "(finished, no stack)"
-        dumps.append(f"--- rank {rank} stack ---\n{text}")
-    return "\n".join(dumps)
+def _kill(ranks: list[RankProcess]) -> None:
+    for rank in ranks:
+        rank.kill()
+    for rank in ranks:
+        rank.reap()
 
 
 def _job(
@@ -140,25 +134,20 @@ class _Pool:
     """Ranks kept alive between tests (``--ranks-reuse``): one process per rank."""
 
     def __init__(self, context: ForkServerContext, world_size: int) -> None:
-        self.processes: list[BaseProcess] = []
-        self.conns: dict[Connection, int] = {}
+        self.ranks: list[RankProcess] = []
         for rank in range(world_size):
             parent, child = context.Pipe()
-            process = context.Process(target=serve, args=(rank, child), daemon=True)
-            process.start()
-            child.close()
-            self.processes.append(process)
-            self.conns[parent] = rank
+            self.ranks.append(RankProcess.start(context, rank, parent, serve, (rank, child)))
 
     def close(self) -> None:
-        for conn in self.conns:
+        for rank in self.ranks:
             with contextlib.suppress(OSError):
-                conn.send(None)
-        for process in self.processes:
-            process.join(2)
-        _kill(self.processes)
-        for conn in self.conns:
-            conn.close()
+                rank.conn.send(None)
+        for rank in self.ranks:
+            rank.process.join(2)
+        _kill(self.ranks)
+        for rank in self.ranks:
+            rank.conn.close()
 
 
 _pools: dict[tuple[int, str | None], _Pool] = {}
@@ -197,83 +186,78 @@ def _run_reused(job: RankJob, directory: Path, spec: RanksSpec, config: pytest.C
     # Ranks that once ran nccl keep CUDA initialized: kept apart from the gloo ones.
     key = (spec.world_size, spec.backend)
     pool = _pools.pop(key, None) or _Pool(forkserver_context(config), spec.world_size)
-    for conn in pool.conns:
-        conn.send(job)
+    for rank in pool.ranks:
+        rank.conn.send(job)
     try:
-        _collect(directory, pool.processes, dict(pool.conns), spec.timeout)
+        _collect(directory, pool.ranks, spec.timeout)
     except BaseException:
         pool.close()
         raise
+    for rank in pool.ranks:
+        rank.end_strays()
     _pools[key] = pool
 
 
 def _run_fresh(job: RankJob, directory: Path, timeout: float, config: pytest.Config) -> None:
     context = forkserver_context(config)
-    processes: list[BaseProcess] = []
-    conns: dict[Connection, int] = {}
+    ranks: list[RankProcess] = []
     try:
         for rank in range(job.world_size):
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=main, args=(rank, job, sender), daemon=True)
-            process.start()
-            sender.close()
-            processes.append(process)
-            conns[receiver] = rank
-        _collect(directory, processes, conns, timeout)
+            ranks.append(RankProcess.start(context, rank, receiver, main, (rank, job, sender)))
+        _collect(directory, ranks, timeout)
     finally:
-        _kill(processes)
-        for conn in conns:
-            conn.close()
+        _kill(ranks)
+        for started in ranks:
+            started.conn.close()
 
 
-def _collect(
-    directory: Path, processes: list[BaseProcess], conns: dict[Connection, int], timeout: float
-) -> None:
+def _collect(directory: Path, ranks: list[RankProcess], timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    pending = dict(conns)
+    pending = {rank.rank: rank for rank in ranks}
     ended: dict[int, Outcome] = {}
     while pending:
         remaining = deadline - time.monotonic()
-        ready = wait(list(pending), timeout=max(0.0, remaining)) if remaining > 0 else []
+        ready = _wait(pending, remaining) if remaining > 0 else []
         if not ready:
-            hung = sorted(pending.values())
-            stacks = _stacks(directory, processes)
-            message = (
-                f"rank(s) {hung} of {len(processes)} still running after the ranks "
-                f"timeout of {timeout:g} s; every rank's stack:\n{stacks}"
-            )
-            pytest.fail(message, pytrace=False)
-        _receive(ready, pending, processes, ended)
+            _hang(directory, ranks, sorted(pending), timeout)
+        _receive(ready, pending, ended)
         if ended:
-            _settle(pending, processes, ended)
-            _raise(ended, directory, processes)
+            _settle(pending, ended)
+            _raise(ended, directory, ranks)
+
+
+def _wait(pending: dict[int, RankProcess], timeout: float) -> list[RankProcess]:
+    """The pending ranks (in their order) that sent something or exited within ``timeout`` s."""
+    watched: list[Connection | int] = []
+    for rank in pending.values():
+        watched += [rank.conn, rank.sentinel]
+    found = set(wait(watched, timeout))
+    return [rank for rank in pending.values() if rank.conn in found or rank.sentinel in found]
+
+
+def _outcome(rank: RankProcess) -> Outcome:
+    """The rank's outcome; one that exited without sending it failed, by its exit status."""
+    with contextlib.suppress(EOFError, OSError):
+        if rank.conn.poll():
+            outcome: Outcome = rank.conn.recv()
+            return outcome
+    # A rank that died is taken for the cause of what the others then raise.
+    return Outcome("failed", rank.exit_text(), -math.inf)
 
 
 def _receive(
-    ready: list[Any],
-    pending: dict[Connection, int],
-    processes: list[BaseProcess],
-    ended: dict[int, Outcome],
+    ready: list[RankProcess], pending: dict[int, RankProcess], ended: dict[int, Outcome]
 ) -> None:
     """Read the outcomes of the ``ready`` ranks; keep those that did not pass."""
-    for conn in ready:
-        assert isinstance(conn, Connection)
-        rank = pending.pop(conn)
-        try:
-            outcome: Outcome = conn.recv()
-        except EOFError:
-            processes[rank].join(5)
-            code = processes[rank].exitcode
-            text = f"rank {rank} exited (status {code}) without a result"
-            # A rank that died is taken for the cause of what the others then raise.
-            outcome = Outcome("failed", text, -math.inf)
+    for rank in ready:
+        del pending[rank.rank]
+        outcome = _outcome(rank)
         if outcome.kind != "passed":
-            ended[rank] = outcome
+            ended[rank.rank] = outcome
 
 
-def _settle(
-    pending: dict[Connection, int], processes: list[BaseProcess], ended: dict[int, Outcome]
-) -> None:
+def _settle(pending: dict[int, RankProcess], ended: dict[int, Outcome]) -> None:
     """Read the other ranks' outcomes as long as they keep coming, ``_SETTLE`` s apart.
 
     A failing rank usually makes the others fail too (their collectives lose a peer),
@@ -281,22 +265,42 @@ def _settle(
     """
     quiet_until = time.monotonic() + _SETTLE
     while pending and (left := quiet_until - time.monotonic()) > 0:
-        ready = wait(list(pending), timeout=left)
+        ready = _wait(pending, left)
         if ready:
-            _receive(ready, pending, processes, ended)
+            _receive(ready, pending, ended)
             quiet_until = time.monotonic() + _SETTLE
 
 
-def _raise(ended: dict[int, Outcome], directory: Path, processes: list[BaseProcess]) -> None:
+def _hang(
+    directory: Path, ranks: list[RankProcess], running: list[int], timeout: float
+) -> NoReturn:
+    """Report a test past its deadline: where each rank is, the culprits, every stack."""
+    call_roll(directory)
+    for rank in ranks:
+        rank.signal(signal.SIGUSR1)
+    time.sleep(_STACK_WAIT)
+    lead = hang_line(directory, running=running, world_size=len(ranks), wait=_ANSWER_WAIT)
+    stacks = "\n".join(
+        f"--- rank {rank} stack ---\n{dump_text(directory, rank) or '(finished, no stack)'}"
+        for rank in range(len(ranks))
+    )
+    message = (
+        f"{lead}\nrank(s) {running} of {len(ranks)} still running after the ranks "
+        f"timeout of {timeout:g} s; every rank's stack:\n{stacks}"
+    )
+    pytest.fail(message, pytrace=False)
+
+
+def _raise(ended: dict[int, Outcome], directory: Path, ranks: list[RankProcess]) -> None:
     """Report the rank whose test ended first, naming the ranks that failed after it."""
     rank, (kind, text, _) = min(ended.items(), key=lambda item: (item[1].when, item[0]))
-    _kill(processes)
+    _kill(ranks)
     if kind == "skipped":
         pytest.skip(f"rank {rank}: {text}")
     if kind == "xfailed":
         pytest.xfail(f"rank {rank}: {text}")
     output = _output(directory, rank)
-    message = f"rank {rank} of {len(processes)} failed:\n{text.rstrip()}"
+    message = f"rank {rank} of {len(ranks)} failed:\n{text.rstrip()}"
     if output:
         message += f"\n{output}"
     after = sorted(other for other in ended if other != rank)

@@ -3,7 +3,10 @@
 Runs in a process forked by :mod:`helios_pg._testing._forkserver`'s server. Its
 stdout and stderr go to files the parent reads; ``SIGUSR1`` dumps every thread's Python
 stack to a file of its own (faulthandler), which the parent asks for when the test runs
-past its deadline. The outcome goes back over a pipe as an :class:`Outcome`.
+past its deadline, when it also calls the hang watchdog's roll
+(:mod:`helios_pg._testing._rollcall`). Each rank leads a process group of its own
+(:mod:`helios_pg._testing._processes`). The outcome goes back over a pipe as an
+:class:`Outcome`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from helios_pg._stackdump import StackDump
+from helios_pg._testing._processes import own_group
+from helios_pg._testing._rollcall import answer_roll_calls, dump_header, dump_path
 
 __all__ = ["DIST_INFO", "RankJob", "main", "run", "serve"]
 
@@ -148,7 +153,9 @@ def run(rank: int, job: RankJob) -> Outcome:
     directory = Path(job.directory)
     _redirect(directory, rank)
     # What the parent's SIGUSR1 asks for, when the test runs past its deadline.
-    stacks = StackDump(directory / f"stacks.{rank}", signal_number=signal.SIGUSR1)
+    stacks = StackDump(
+        dump_path(directory, rank), header=dump_header(rank), signal_number=signal.SIGUSR1
+    )
     os.environ.clear()
     os.environ.update(job.environ)
     rank_variables = {"RANK": rank, "WORLD_SIZE": job.world_size, "LOCAL_RANK": rank}
@@ -174,6 +181,7 @@ def run(rank: int, job: RankJob) -> Outcome:
             world_size=job.world_size,
             timeout=timedelta(seconds=job.group_timeout),
         )
+        answer_roll_calls(rank, job.world_size, directory)
         arguments: dict[str, Any] = pickle.loads(job.arguments)  # noqa: S301
         if job.wants_dist_info:
             arguments[DIST_INFO] = get_dist_info()
@@ -198,6 +206,7 @@ def main(rank: int, job: RankJob, conn: Connection) -> None:
         job: The test and how to run it.
         conn: Where the outcome goes (see :func:`run`).
     """
+    own_group()
     conn.send(run(rank, job))
     conn.close()
     # A failed rank may leave the group in a collective: leave without tearing it down.
@@ -214,6 +223,7 @@ def serve(rank: int, conn: Connection) -> None:
         rank: This process's rank.
         conn: Jobs come in (None to stop); outcomes go out (see :func:`run`).
     """
+    own_group()
     while True:
         job = conn.recv()
         if job is None:
