@@ -2,8 +2,8 @@
 ``docs/_build``) and the docstrings of ``packages/*/src``, one test each, run by Sybil
 (``sybil_config.py`` says how). pytest collects them where it collects this file, under
 ids such as ``tests/docs/conftest.py::docs/testing.md::line:11,column:1``, one
-pytest-xdist scope. The ranks examples go last: their one pytest session, started with the
-first example, runs while the others do.
+pytest-xdist scope. The ranks examples, and the sample outputs they print, go last: their
+one pytest session, started with the first example, runs while the others do.
 """
 
 from __future__ import annotations
@@ -35,4 +35,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Documentat
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: isinstance(item, SybilItem) and item.example.parsed.kind == "ranks")
+    items.sort(
+        key=lambda item: isinstance(item, SybilItem) and item.example.parsed.runs_as() == "ranks"
+    )

@@ -1,17 +1,26 @@
 """How Sybil finds the code examples of the documentation and the docstrings, and runs them.
 
 Markdown: the comment right before a fence says how it runs, ``<!-- example: ranks -->`` (a
-pytest module with helios-pg's plugin), ``torchrun N``, ``shell`` (bash, from the repository
-root) or ``skip: REASON``; else a python block is a program, ``>>>`` or pycon a doctest, a
-console or bash block an error, another block output. Docstrings: the ``>>>`` lines are one
-doctest (the module's globals); an ``Example::`` or ``.. code-block:: python`` block is a
-program (a ranks module if it uses ``pytest.mark.ranks``).
+pytest module with helios-pg's plugin; ``ranks failing``: one whose test must fail, to show
+its report), ``torchrun N``, ``shell`` (bash, from the repository root) or ``skip: REASON``;
+else a python block is a program, ``>>>`` or pycon a doctest, a console or bash block an
+error. A text (or unlabelled) block is a sample output, and its comment says what prints
+it: ``<!-- output: above -->`` (the example right above: a program, torchrun, shell or
+ranks example), ``ranks session`` (the one pytest session of the ranks examples),
+``run: COMMAND`` (a quick command, in a plain environment; ``... as rank N of FILE.json``:
+in that rank's environment recorded from a real launcher, under ``tests/env/recorded``),
+``template in PACKAGE: REASON`` (no run here prints it: checked for shape only, and counted
+as a skip) or ``skip: REASON``. ``tests/docs/outputs.py`` says how a sample is compared.
+Docstrings: the ``>>>`` lines are one doctest (the module's globals); an ``Example::`` or
+``.. code-block:: python`` block is a program (a ranks module if it uses
+``pytest.mark.ranks``).
 
 A program or doctest runs in a child forked from pytest's process, torch imported once: its
 own process, with a fresh ``__main__``, working directory and plain environment, pytest's
 logging and exit handlers gone. It fails on an exception, a non-zero exit, a warning or a
 process group left initialized; past its limit its stacks are dumped and its process group
-killed. The ranks examples of a session run in one fresh ``python -m pytest``.
+killed. The ranks examples of a session run in one fresh ``python -m pytest``. A sample
+output reuses its example's run where it ran in this process, else runs it.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import contextlib
 import doctest
 import faulthandler
 import io
+import json
 import logging
 import os
 import re
@@ -32,7 +42,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -46,14 +56,26 @@ from sybil.parsers.myst.lexers import DirectiveLexer
 from sybil.parsers.rest.lexers import END_PATTERN_TEMPLATE
 from sybil.parsers.rest.lexers import DirectiveLexer as RestDirectiveLexer
 
+from tests.docs.outputs import find, fits_template
 from tests.support.procs import plain_environment, run_processes, torchrun_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NESTED = "HELIOS_DOCS_SHELL_EXAMPLE"  # set in a shell example: the shell examples inside skip
-LIMITS = {"python": 60.0, "doctest": 60.0, "ranks": 600.0, "torchrun": 180.0, "shell": 540.0}
+LIMITS = {"python": 60.0, "doctest": 60.0, "run": 60.0, "ranks": 600.0, "torchrun": 180.0}
+LIMITS["shell"] = 540.0
 PYTHON, SHELLS = {"python", "py", "python3", "py3"}, {"console", "bash", "sh", "shell"}
-MARKER = re.compile(r"^[ \t]*<!--\s*example\b(?P<text>.*?)-->[ \t]*$", re.MULTILINE)
-KIND = re.compile(r":\s*(?:(?P<k>ranks|shell)|torchrun\s+(?P<n>[1-9]\d*)|skip\s*:\s*(?P<why>\S.*))")
+OUTPUT_BLOCKS, RUNS = {"", "text"}, {"python", "ranks", "torchrun", "shell"}
+MARKER = re.compile(r"^[ \t]*<!--\s*(?P<what>example|output)\b(?P<text>.*?)-->[ \t]*$", re.M)
+KIND = re.compile(
+    r":\s*(?:(?P<k>ranks(?P<fails> failing)?|shell)|torchrun\s+(?P<n>[1-9]\d*)"
+    r"|skip\s*:\s*(?P<why>\S.*))"
+)
+ORIGIN = re.compile(
+    r":\s*(?:(?P<above>above)|(?P<session>ranks session)"
+    r"|run\s*:\s*(?P<run>\S.*?)(?:\s+as rank (?P<rank>\d+) of (?P<recording>\S+\.json))?"
+    r"|template in (?P<package>[\w.]+)\s*:\s*(?P<shape>\S.*)|skip\s*:\s*(?P<why>\S.*))"
+)
+OUTPUTS: dict[tuple[str, int], str] = {}  # the output of each example run in this process
 CODE = "code-block|code|sourcecode"
 FENCES = LexerCollection(
     [
@@ -69,14 +91,27 @@ SUMMARY = re.compile(r"^([A-Z]+) (?:\[\d+\] )?(test_\d+)\.py", re.M)
 
 @dataclass(frozen=True)
 class Snippet:
-    """An example: its kind (python, doctest, ranks, torchrun, shell, skip or invalid), its
-    code, ``line_offset`` lines below its region's first, and a skip's reason or a problem."""
+    """An example: its kind (python, doctest, ranks, torchrun, shell, output, template, skip
+    or invalid), its code (a sample's text), ``line_offset`` lines below its region's first,
+    and a skip's reason or a problem. ``fails``: a ranks example whose test must fail. A
+    sample's ``origin`` is what its marker says prints it, ``producer`` the example above."""
 
     kind: str
     source: str = ""
     line_offset: int = 0
     nproc: int = 0
     reason: str = ""
+    fails: bool = False
+    origin: str = ""
+    producer: Snippet | None = None
+
+    def runs_as(self) -> str:
+        """The kind of the run this example needs: a sample's is its producer's."""
+        if self.kind != "output":
+            return self.kind
+        if self.producer is not None:
+            return self.producer.kind
+        return "ranks" if self.origin == "ranks session" else "run"
 
 
 def _region(start: int, end: int, snippet: Snippet | str) -> Region:
@@ -84,35 +119,62 @@ def _region(start: int, end: int, snippet: Snippet | str) -> Region:
     return Region(start, end, parsed, evaluate)
 
 
-def _code(kind: str, text: str, lexed: Region, nproc: int = 0) -> Snippet:
+def _code(kind: str, text: str, lexed: Region, nproc: int = 0, fails: bool = False) -> Snippet:
     source = lexed.lexemes["source"]
-    return Snippet(kind, source, text.count("\n", lexed.start, lexed.start + source.offset), nproc)
+    offset = text.count("\n", lexed.start, lexed.start + source.offset)
+    return Snippet(kind, source, offset, nproc, fails=fails)
 
 
-def _fence(text: str, lexed: Region, language: str, marker: str | None) -> Snippet | str | None:
-    """A fenced block's example, its problem, or None for output."""
+def _sample(text: str, lexed: Region, marker: str, above: Snippet | None) -> Snippet | str:
+    """A sample output's check, or its marker's problem."""
+    if (parsed := ORIGIN.fullmatch(marker.strip())) is None:
+        kinds = "above, ranks session, run: COMMAND, template in PACKAGE: WHY, skip: WHY"
+        return f"unknown output marker {marker.strip()!r}: {kinds}"
+    if parsed["why"]:
+        return Snippet("skip", reason=parsed["why"])
+    sample = _code("output", text, lexed)
+    if parsed["package"]:
+        return Snippet("template", sample.source, reason=parsed["shape"], origin=parsed["package"])
+    if parsed["above"] and (above is None or above.kind not in RUNS):
+        return "<!-- output: above --> needs a program, torchrun, shell or ranks example above"
+    origin = marker.strip().removeprefix(":").strip().removeprefix("run:").strip()
+    producer = above if parsed["above"] else None
+    return Snippet("output", sample.source, sample.line_offset, origin=origin, producer=producer)
+
+
+def _fence(
+    text: str, lexed: Region, language: str, marker: re.Match[str] | None, above: Snippet | None
+) -> Snippet | str | None:
+    """A fenced block's example, its problem, or None for a block that is neither."""
     source = lexed.lexemes["source"]
     session = language == "pycon" or (language in PYTHON and source.lstrip()[:3] == ">>>")
     if marker is None:
         if language in SHELLS:
             return f"a {language} block needs <!-- example: shell --> or <!-- ... skip: WHY -->"
+        if language in OUTPUT_BLOCKS:
+            return "an output block needs <!-- output: WHAT PRINTS IT --> or <!-- ... skip: WHY -->"
         if "pytest.mark.ranks" in source and not session:
             return "this block uses pytest.mark.ranks: mark it <!-- example: ranks -->"
         is_code = session or language in PYTHON
         return _code("doctest" if session else "python", text, lexed) if is_code else None
-    if (parsed := KIND.fullmatch(marker.strip())) is None:
-        return f"unknown marker {marker.strip()!r}: ranks, torchrun N, shell, skip: WHY"
+    if marker["what"] == "output":
+        if language in OUTPUT_BLOCKS:
+            return _sample(text, lexed, marker["text"], above)
+        return f"<!-- output: ... --> marks a text block, not a {language} block"
+    if (parsed := KIND.fullmatch(marker["text"].strip())) is None:
+        kinds = "ranks, ranks failing, torchrun N, shell, skip: WHY"
+        return f"unknown marker {marker['text'].strip()!r}: {kinds}"
     if parsed["why"]:
         return Snippet("skip", reason=parsed["why"])
-    kind = parsed["k"] or "torchrun"
+    kind = "ranks" if parsed["fails"] else parsed["k"] or "torchrun"
     if (language in SHELLS) if kind == "shell" else (language in PYTHON and not session):
-        return _code(kind, text, lexed, int(parsed["n"] or 0))
+        return _code(kind, text, lexed, int(parsed["n"] or 0), fails=bool(parsed["fails"]))
     return f"`{kind}` does not fit a {language or 'plain'} block"
 
 
 def parse_markdown(document: Document) -> Iterator[Region]:
     """One region per example of a page, and one per problem."""
-    text, used = document.text, {-1}
+    text, used, above = document.text, {-1}, None
     fences = [(lexed, str(lexed.lexemes["info"]).strip()) for lexed in FENCES(document)]
     literal = [(f.start, f.end) for f, info in fences if not info.startswith("{")]  # not {note}
     for lexed, info in fences:
@@ -125,8 +187,11 @@ def parse_markdown(document: Document) -> Iterator[Region]:
         last = text[: lexed.end].rsplit("\n", 1)[-1].strip()
         if lexed.end == len(text) and not (len(last) >= 3 and set(last) in ({"`"}, {"~"})):
             yield _region(lexed.start, lexed.end, "this fence is never closed")
-        elif found := _fence(text, lexed, language, marker and marker["text"]):
+        elif found := _fence(text, lexed, language, marker, above):
             yield _region(lexed.start, lexed.end, found)
+            above = found if isinstance(found, Snippet) else None
+        else:
+            above = None
     for marker in MARKER.finditer(text):
         if marker.start() not in used and not any(s < marker.start() < e for s, e in literal):
             yield _region(marker.start(), marker.end(), "this marker is not right before a fence")
@@ -164,7 +229,7 @@ class DocFile(SybilFile):
 
     def collect(self) -> Iterator[SybilItem]:
         for item in super().collect():  # type: ignore[no-untyped-call]
-            kind = item.example.parsed.kind
+            kind = item.example.parsed.runs_as()
             if kind in LIMITS:  # pytest-timeout: the run's own limit, then a minute
                 item.add_marker(pytest.mark.timeout(LIMITS[kind] + 60))
             if kind in ("torchrun", "shell"):
@@ -176,12 +241,71 @@ def evaluate(example: Example) -> str | None:
     """Sybil's evaluator of every snippet: None when it passed, else what failed."""
     snippet: Snippet = example.parsed
     if snippet.kind == "skip":
-        pytest.skip(f"{os.path.relpath(example.path, REPO_ROOT)}:{example.line}: {snippet.reason}")
+        pytest.skip(f"{_place(example)}: {snippet.reason}")
+    if snippet.kind in ("output", "template"):
+        return check_sample(example, snippet)
+    return snippet.reason if snippet.kind == "invalid" else run(example, snippet)
+
+
+def check_sample(example: Example, sample: Snippet) -> str | None:
+    """Compare a sample output with what prints it, or with its package's templates."""
+    if sample.kind == "template":
+        if problem := fits_template(sample.source, sample.origin):
+            return f"{problem}: is the sample stale?"
+        pytest.skip(f"{_place(example)}: only its shape is checked ({sample.reason})")
+    output, problem = produce(example, sample)
+    origin = {"above": "the example above", "ranks session": "the ranks session"}
+    what = origin.get(sample.origin, f"`{sample.origin}`")
+    if problem is not None:
+        return f"{what}, which prints the sample, failed: {problem}"
+    difference = find(sample.source, output)
+    return f"{what} does not print this: {difference}" if difference else None
+
+
+def _place(example: Example) -> str:
+    return f"{os.path.relpath(example.path, REPO_ROOT)}:{example.line}"
+
+
+def run(example: Example, snippet: Snippet) -> str | None:
+    """Run an example, keeping its output for the samples it prints: None if it passed."""
     if snippet.kind == "ranks":
-        return example.namespace["ranks_batch"](example)  # type: ignore[no-any-return]
+        batch: RanksBatch = example.namespace["ranks_batch"]
+        return batch.check(example)
     if snippet.kind in ("torchrun", "shell"):
-        return run_command(snippet)
-    return snippet.reason if snippet.kind == "invalid" else run_forked(example, snippet)
+        return run_command(snippet, (example.path, example.line))
+    return run_forked(example, snippet)
+
+
+def produce(example: Example, sample: Snippet) -> tuple[str, str | None]:
+    """What prints ``sample``: its output, and its problem (None when it ran well)."""
+    if sample.origin == "ranks session":
+        return example.namespace["ranks_batch"].output(), None
+    if sample.producer is None:
+        return run_quick(sample.origin)
+    above = next(e for e in example.document.examples() if e.parsed is sample.producer)
+    key = (above.path, above.line)
+    if sample.producer.kind == "ranks":
+        problem = run(above, sample.producer)
+        return example.namespace["ranks_batch"].output(), problem
+    problem = None if key in OUTPUTS else run(above, sample.producer)
+    return OUTPUTS.get(key, ""), problem
+
+
+def run_quick(origin: str) -> tuple[str, str | None]:
+    """Run ``COMMAND [as rank N of FILE.json]`` (bash, in a temporary directory), in a
+    user's plain environment (gloo's interface not set) and that rank's recorded one."""
+    parsed = ORIGIN.fullmatch(f": run: {origin}")
+    assert parsed is not None
+    extra = {}
+    if parsed["recording"]:
+        recorded = json.loads((REPO_ROOT / parsed["recording"]).read_text(encoding="utf-8"))
+        extra = recorded["ranks"][int(parsed["rank"])]["environ"]
+    with tempfile.TemporaryDirectory(prefix="helios-example-") as tmp:
+        command = ["bash", "-c", "set -euo pipefail\n" + parsed["run"]]
+        env = {k: v for k, v in example_env().items() if k != "GLOO_SOCKET_IFNAME"} | extra
+        [done] = run_processes([(command, env)], limit=LIMITS["run"], cwd=tmp)
+    problem = f"exit status {done.returncode}\n{done.describe()}" if done.returncode else None
+    return done.stdout + done.stderr, problem
 
 
 def example_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -192,8 +316,9 @@ def example_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": "lo", **(extra or {})}
 
 
-def run_command(snippet: Snippet) -> str | None:
-    """Run a shell example (bash, from the repository root) or a torchrun one."""
+def run_command(snippet: Snippet, key: tuple[str, int] | None = None) -> str | None:
+    """Run a shell example (bash, from the repository root) or a torchrun one, keeping its
+    output under ``key``."""
     import torch
 
     if snippet.kind == "shell" and os.environ.get(NESTED):
@@ -212,6 +337,8 @@ def run_command(snippet: Snippet) -> str | None:
             extra |= {NESTED: "1", "VIRTUAL_ENV": venv, "UV_NO_SYNC": "1", "UV_FROZEN": "1"}
         limit = LIMITS[snippet.kind]
         [done] = run_processes([(command, example_env(extra))], limit=limit, cwd=cwd)
+    if key is not None:
+        OUTPUTS[key] = done.stdout + done.stderr
     return f"the {snippet.kind} example failed\n{done.describe()}" if done.returncode else None
 
 
@@ -242,9 +369,11 @@ def run_forked(example: Example, snippet: Snippet, limit: float | None = None) -
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        output = Path(tmp, "output").read_text(errors="replace")[-20_000:]
+        output = Path(tmp, "output").read_text(errors="replace")
+    OUTPUTS[example.path, example.line] = output
     what = f"exit code {code}" if code is not None else f"still running after {limit:.0f} s"
-    return f"the {snippet.kind} failed ({what}); its output:\n{output}" if code != 0 else None
+    failed = f"the {snippet.kind} failed ({what}); its output:\n{output[-20_000:]}"
+    return failed if code != 0 else None
 
 
 def _child(example: Example, snippet: Snippet, tmp: Path) -> NoReturn:
@@ -321,44 +450,78 @@ def _run(example: Example, snippet: Snippet, tmp: Path) -> list[str]:
     return problems
 
 
+class RanksBatch:
+    """Ranks examples, each a test module (padded to its page's line numbers) of one fresh
+    ``python -m pytest`` (warnings as errors), started at once in a session of its own.
+    Each must pass a test and fail none; a ``ranks failing`` one must fail and pass none."""
+
+    def __init__(self, examples: list[Example], directory: Path) -> None:
+        self.modules = {(e.path, e.line): f"test_{i}" for i, e in enumerate(examples)}
+        self.output_file = directory / "output"
+        (directory / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+        for e in examples:
+            padding = "\n" * (e.line + e.parsed.line_offset - 1)
+            (directory / f"{self.modules[e.path, e.line]}.py").write_text(padding + e.parsed.source)
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA"]
+        command += ["--continue-on-collection-errors", *(f"{m}.py" for m in self.modules.values())]
+        with self.output_file.open("wb") as out:
+            self.proc = subprocess.Popen(command, cwd=directory, env=example_env(), stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True) if examples else None  # fmt: skip
+
+    def output(self) -> str:
+        """The session's output, once it has ended (or been stopped at its limit)."""
+        if self.proc is None:
+            return ""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=LIMITS["ranks"])
+        self.close()
+        return self.output_file.read_text(errors="replace")
+
+    def check(self, example: Example) -> str | None:
+        """None when the example's module ended as it must, else why not."""
+        module = self.modules.get((example.path, example.line))
+        if module is None or self.proc is None:
+            return "this ranks example is not in the session's batch"
+        output = self.output()
+        outcomes = {outcome for outcome, name in SUMMARY.findall(output) if name == module}
+        must, nor = ("FAILED", "PASSED") if example.parsed.fails else ("PASSED", "FAILED")
+        if must in outcomes and not {nor, "ERROR"} & outcomes:
+            return None
+        rule = "fail a test and pass none" if example.parsed.fails else "pass a test and fail none"
+        why = f"{module}.py (numbered as on the page) must {rule}: {sorted(outcomes)}"
+        return f"{why}; the ranks session's output (exit {self.proc.poll()}):\n{output[-20_000:]}"
+
+    def close(self) -> None:
+        """Stop the session and whatever it started."""
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def _batched(example: Example) -> Iterator[Example]:
+    """The ranks examples that ``example`` needs run: itself, the one whose output it shows,
+    or for the ranks session's output, every ranks example of its page."""
+    snippet: Snippet = example.parsed
+    if snippet.kind == "ranks":
+        yield example
+    elif snippet.runs_as() == "ranks":
+        for other in example.document.examples():
+            if other.parsed is snippet.producer or (
+                snippet.producer is None and other.parsed.kind == "ranks"
+            ):
+                yield other
+
+
 @pytest.fixture(scope="session")
 def ranks_batch(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[[Example], str | None]]:
-    """The session's ranks examples, each a test module (padded to its page's line numbers)
-    of one fresh ``python -m pytest`` (warnings as errors) started, in a session of its own,
-    when the first example is set up. Each must pass a test and fail none."""
-    items = [item for item in request.session.items if isinstance(item, SybilItem)]
-    ranks = [item.example for item in items if item.example.parsed.kind == "ranks"]
-    directory = tmp_path_factory.mktemp("ranks")
-    modules = {(e.path, e.line): f"test_{i}" for i, e in enumerate(ranks)}
-    (directory / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
-    for e in ranks:
-        padding = "\n" * (e.line + e.parsed.line_offset - 1)
-        (directory / f"{modules[e.path, e.line]}.py").write_text(padding + e.parsed.source)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA"]
-    command += ["--continue-on-collection-errors", *(f"{m}.py" for m in modules.values())]
-    with (directory / "output").open("wb") as out:
-        proc = subprocess.Popen(command, cwd=directory, env=example_env(), stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True) if ranks else None  # fmt: skip
-
-    def check(example: Example) -> str | None:
-        module = modules.get((example.path, example.line))
-        if module is None or proc is None:
-            return "this ranks example is not in the session's batch"
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=LIMITS["ranks"])
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        output = (directory / "output").read_text(errors="replace")
-        outcomes = [outcome for outcome, name in SUMMARY.findall(output) if name == module]
-        if "PASSED" in outcomes and not {"FAILED", "ERROR"} & set(outcomes):
-            return None
-        why = f"{module}.py (numbered as on the page) must pass a test and fail none: {outcomes}"
-        return f"{why}; the ranks session's output (exit {proc.poll()}):\n{output[-20_000:]}"
-
-    yield check
-    if proc is not None:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+) -> Iterator[RanksBatch]:
+    """The ranks examples of the session's items, started when the first item is set up."""
+    examples: dict[tuple[str, int], Example] = {}
+    for item in request.session.items:
+        if isinstance(item, SybilItem):
+            examples |= {(e.path, e.line): e for e in _batched(item.example)}
+    batch = RanksBatch(list(examples.values()), tmp_path_factory.mktemp("ranks"))
+    yield batch
+    batch.close()

@@ -34,6 +34,28 @@ MODULE = '''def f():
 '''
 
 
+PROGRAM = "```python\nimport helios_env\nprint(helios_env.get_dist_info(), 'in 0.25 s')\n```\n"
+STALE = "DistributedInfo(local_rank=0, rank=0, local_world_size=1, world_size=1) in 0.25 s"
+TEMPLATE = "<!-- output: template in tests.docs.sybil_config: two ranks -->\n```text\n"
+SAMPLES = [  # blocks ending in a sample output, and what the test of each block says
+    (PROGRAM + "<!-- output: above -->\n```text\n" + STALE, ["passed", "no line of the output"]),
+    (PROGRAM + "<!-- output: above -->\n```\nDistributedInfo(local_rank=0, ...) in 3.5 s",
+     ["passed"] * 2),
+    ("<!-- output: run: echo '10.1.2.3:4242 pid 17'; printf 'a\\nb\\nc\\n' -->\n```text\n"
+     "127.0.0.1:29500 pid 2\n...\nc", ["passed"]),
+    ("<!-- output: run: printf 'a\\nb\\nc\\n' -->\n```text\nc\nb", ["not together"]),
+    ("<!-- output: run: exit 3 -->\n```text\n", ["`exit 3`, which prints the sample, failed"]),
+    ("```text\nunmarked", ["an output block needs <!-- output: WHAT PRINTS IT -->"]),
+    ("<!-- output: anywhere -->\n```text\n", ["unknown output marker ': anywhere'"]),
+    ("<!-- output: above -->\n```python\npass", ["marks a text block, not a python block"]),
+    ("<!-- example: skip: no -->\n```python\n```\n<!-- output: above -->\n```text\n",
+     ["page.md:", "needs a program, torchrun, shell or ranks example above"]),
+    (TEMPLATE + "`x`, which printed the sample, failed: exit 3", ["fits none of the"]),
+    (TEMPLATE + "`x`, which prints the sample, failed: exit 3", ["only its shape is checked"]),
+    ("<!-- output: skip: not here -->\n```text\n", [": not here"]),
+]  # fmt: skip
+
+
 def outcomes(path: Path) -> list[str]:
     """Each example's outcome: "passed", the skip's reason or the failure's message."""
     found = []
@@ -57,6 +79,13 @@ def test_broken_examples_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert "Expected:\n    1\nGot nothing" in doctest
 
 
+def test_a_stale_sample_output_fails(tmp_path: Path) -> None:
+    (tmp_path / "page.md").write_text("\n```\n".join(blocks for blocks, _ in SAMPLES) + "\n```\n")
+    expected = [outcome for _, found in SAMPLES for outcome in found]
+    for wanted, outcome in zip(expected, outcomes(tmp_path / "page.md"), strict=True):
+        assert wanted in outcome
+
+
 @pytest.mark.slow
 def test_a_failing_ranks_test_fails(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
@@ -71,10 +100,19 @@ def test_a_failing_ranks_test_fails(
     block = "<!-- example: ranks -->\n```python\nimport pytest\n\n@pytest.mark.ranks(2)\n{}```\n"
     disagree = "def test_disagree(dist_info):\n    assert dist_info.rank == 0, 'rank 1 disagrees'\n"
     agree = "def test_agree(dist_info):\n    assert dist_info.world_size == 2\n"
-    pytester.makefile(".md", page=block.format(disagree) + block.format(agree))
+    failing = block.replace("ranks", "ranks failing", 1).format(disagree)
+    report = "<!-- output: above -->\n```text\nrank 1 of 2 failed:\n...\nAssertionError: {}\n```\n"
+    pages = [
+        block.format(disagree),
+        block.format(agree),
+        failing,
+        report.format("rank 1 disagrees"),
+    ]
+    pytester.makefile(".md", page="".join([*pages, failing, report.format("rank 2 disagrees")]))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=240)
-    result.assert_outcomes(failed=1, passed=1)
+    result.assert_outcomes(failed=2, passed=4)
     result.stdout.fnmatch_lines(["*test_0.py (numbered as on the page) must pass a test*"])
+    result.stdout.fnmatch_lines(["*no line of the output reads 'AssertionError: rank 2 disagrees'"])
     assert "rank 1 disagrees" in result.stdout.str()
 
 
