@@ -156,6 +156,18 @@ def test_whitespace_separates_items_as_in_slurm(
     assert expand_hostlist(f" {joined}\n") == expand_hostlist(",".join(map(str, nodelist)))
 
 
+@settings(max_examples=200, deadline=None)
+@given(NODELISTS, st.lists(st.integers(1, 3), min_size=1))
+def test_spaces_after_commas_read_as_without(nodelist: list[Item], spaces: list[int]) -> None:
+    # As hand-written job scripts and some tools write them: "c1, c2", "node[089, 100-110]".
+    compact = ",".join(map(str, nodelist))
+    widths = itertools.cycle(spaces)
+    spaced = "".join(char + " " * next(widths) if char == "," else char for char in compact)
+
+    assert expand_hostlist(spaced) == expand_hostlist(compact)
+    assert first_host(spaced) == first_host(compact)
+
+
 # --------------------------------------------------------------------------- explicit
 
 # (nodelist, expected hosts), from Slurm's documentation and tests.
@@ -223,6 +235,13 @@ DOCUMENTED: list[object] = [
     pytest.param("a%d[1-2]%s", ["a%d1%s", "a%d2%s"], id="percent-in-names"),
     pytest.param("a b\tc\nd", ["a", "b", "c", "d"], id="whitespace-separates"),
     pytest.param(" a , b ", ["a", "b"], id="whitespace-around-commas"),
+    pytest.param("c1, c2", ["c1", "c2"], id="space-after-comma"),
+    pytest.param(
+        "node[089, 100-102]",
+        ["node089", "node100", "node101", "node102"],
+        id="space-after-comma-in-brackets",
+    ),
+    pytest.param("n[1,   3-4],m", ["n1", "n3", "n4", "m"], id="spaces-after-comma-in-brackets"),
     pytest.param("n[18446744073709551615]", ["n18446744073709551615"], id="largest-number"),
     pytest.param("n[00000000000000000000001]", ["n00000000000000000000001"], id="long-padding"),
 ]
@@ -278,7 +297,7 @@ MALFORMED: list[object] = [
     pytest.param("n[1-2]]", "']' at offset 6 has no matching '['", id="extra-close"),
     pytest.param("n[1[2]]", "nested", id="nested"),
     pytest.param("n[]", "empty brackets at offset 1", id="empty-brackets"),
-    pytest.param("n[1,,2]", "an empty range", id="empty-range"),
+    pytest.param("n[1,,2]", "an empty range at offset 4", id="empty-range"),
     pytest.param("n[1,]", "an empty range", id="trailing-comma-in-brackets"),
     pytest.param("n[5-3]", "range 5-3 in the brackets at offset 1 runs backwards", id="lo-gt-hi"),
     pytest.param("n[a-b]", "range 'a-b' is not N or LO-HI", id="letters"),
@@ -288,7 +307,12 @@ MALFORMED: list[object] = [
     pytest.param("n[--1]", "range '--1' is not N or LO-HI", id="negative"),
     pytest.param("n[1-2-3]", "range '1-2-3' is not N or LO-HI", id="two-dashes"),
     pytest.param("n[+1]", "range '+1' is not N or LO-HI", id="plus-sign"),
-    pytest.param("n[ 1]", "range ' 1' is not N or LO-HI", id="space-in-brackets"),
+    pytest.param("n[ 1]", "range ' 1' is not N or LO-HI at offset 2", id="space-in-brackets"),
+    pytest.param("n[1 ,2]", "range '1 ' is not N or LO-HI at offset 2", id="space-before-comma"),
+    pytest.param("n[1,  2 ]", "range '2 ' is not N or LO-HI at offset 6", id="space-after-range"),
+    pytest.param("n[1,\t2]", "range '\\t2' is not N or LO-HI at offset 4", id="tab-after-comma"),
+    pytest.param("n[1, ]", "an empty range at offset 5", id="space-only-range"),
+    pytest.param("n[1, x]", "range 'x' is not N or LO-HI at offset 5", id="letter-after-space"),
     pytest.param("n[1x2]", "range '1x2' is not N or LO-HI", id="slurm-box"),
     pytest.param("n[\u0663]", "is not N or LO-HI", id="not-ascii-digit"),
     pytest.param("n[18446744073709551616]", "does not fit in 64 bits", id="over-64-bits"),

@@ -11,7 +11,13 @@ import types
 
 import pytest
 
-from helios_env import DistributedInfo, get_dist_info, get_world_size, inspect_environment
+from helios_env import (
+    DistributedInfo,
+    get_dist_info,
+    get_global_rank,
+    get_world_size,
+    inspect_environment,
+)
 from tests.env.launchers import LiveGroup, hand_set_env, set_environ, torchrun_env
 
 
@@ -123,3 +129,26 @@ def test_malformed_variables_still_raise_with_a_live_group(
 
     with pytest.raises(ValueError, match="RANK='abc'"):
         get_dist_info()
+
+
+def test_a_group_is_asked_its_rank_once_however_often_it_is_queried(
+    live_group: LiveGroup,
+) -> None:
+    fake = live_group(rank=1, world_size=2)
+
+    ranks = {get_global_rank() for _ in range(100)}
+
+    assert (ranks, fake.calls) == ({1}, 1)
+
+
+def test_a_group_that_replaces_the_last_one_is_seen_at_once(live_group: LiveGroup) -> None:
+    first = live_group(rank=1, world_size=2)
+    assert (get_global_rank(), get_world_size()) == (1, 2)
+
+    live_group(rank=3, world_size=4)
+    replaced = (get_global_rank(), get_world_size())
+    live_group(initialized=False)
+    destroyed = (get_global_rank(), get_world_size())
+
+    assert (replaced, destroyed) == ((3, 4), (0, 1))
+    assert first.calls == 1

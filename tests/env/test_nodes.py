@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from helios_env import get_dist_info, inspect_environment
+from helios_env import get_dist_info, get_local_rank, get_local_world_size, inspect_environment
 from helios_env._layout import LEARNED, Layout, forget_layout, learned_layout, record_layout
 from helios_env._rendezvous import _hydra_control
-from tests.env.launchers import LiveGroup, open_mpi_env, set_environ, slurm_env
+from tests.env.launchers import LiveGroup, hand_set_env, open_mpi_env, set_environ, slurm_env
 
 
 def test_srun_three_plus_one_names_the_second_node_from_slurm_nodeid(
@@ -82,6 +82,25 @@ def test_a_learned_layout_gives_the_local_values_no_variable_gave(live_group: Li
         forget_layout()
 
     assert (info.local_rank, info.local_world_size, info.node_rank, info.num_nodes) == (0, 1, 1, 2)
+
+
+def test_a_learned_layout_replaces_an_assumed_local_world_size(
+    monkeypatch: pytest.MonkeyPatch, live_group: LiveGroup
+) -> None:
+    # mp.spawn on two hosts: RANK and WORLD_SIZE alone, so one node would be assumed.
+    set_environ(monkeypatch, hand_set_env(rank=2, world_size=3))
+    live_group(rank=2, world_size=3)
+    record_layout(Layout(2, 3, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1))
+    try:
+        info = get_dist_info()
+        queried = (get_local_rank(), get_local_world_size())
+        sources = inspect_environment().sources
+    finally:
+        forget_layout()
+
+    assert (info.local_rank, info.local_world_size, info.node_rank, info.num_nodes) == (0, 1, 1, 2)
+    assert queried == (0, 1)
+    assert sources["local_world_size"] == LEARNED
 
 
 def test_arbitrary_distribution_meets_at_the_first_host_of_the_hostfile(

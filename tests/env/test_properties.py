@@ -171,4 +171,6 @@ def test_slurm_tasks_per_node_gives_each_node_its_count(
 
     info = inspect_environment(environ).info
 
-    assert info == DistributedInfo(local_rank, rank, per_node[node], sum(per_node))
+    assert info == DistributedInfo(
+        local_rank, rank, per_node[node], sum(per_node), node, len(per_node)
+    )

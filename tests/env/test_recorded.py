@@ -3,10 +3,13 @@
 ``tests/env/recorded/*.json`` were recorded from the real launchers on this project's
 private SLURM cluster, Open MPI and MPICH (``python -m tests.launchers.record``);
 ``recorded/documented/*.json`` were written from the documentation of the launchers
-that cannot run here (LSF, Kubeflow, MVAPICH2, Intel MPI, multi-node SLURM). Each
-rank carries what helios must answer: the launcher and values, the rendezvous
-address, or the variables an error or a warning must name. One rank of each launcher
-also shows that each rank query validates only the variables its answer reads.
+that cannot run here (LSF, Kubeflow, MVAPICH2, Intel MPI, multi-node SLURM), and
+``recorded/partial/*.json`` from the same documentation with only some of a launcher's
+variables set, as wrappers and containers pass them on: what a variable states is
+never overridden by an assumption. Each rank carries what helios must answer: the
+launcher and values, the rendezvous address, where some values came from, or the
+variables an error or a warning must name. One rank of each launcher also shows that
+each rank query validates only the variables its answer reads.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from helios_env import (
 from tests.support.procs import is_launcher_variable
 
 RECORDED = Path(__file__).parent / "recorded"
-FILES = sorted([*RECORDED.glob("*.json"), *RECORDED.glob("documented/*.json")])
+WRITTEN = ("documented", "partial")
+FILES = sorted(
+    [*RECORDED.glob("*.json"), *(p for w in WRITTEN for p in RECORDED.glob(f"{w}/*.json"))]
+)
 VALUES = ("rank", "world_size", "local_rank", "local_world_size", "node_rank", "num_nodes")
 
 
@@ -50,10 +56,12 @@ def ranks() -> Iterator[Any]:
 
 def test_at_least_forty_environments_from_real_launchers_and_documentation() -> None:
     documented = [path for path in FILES if path.parent.name == "documented"]
+    partial = [path for path in FILES if path.parent.name == "partial"]
 
-    assert len(FILES) >= 40
+    assert len(FILES) - len(partial) >= 40
     assert len(documented) >= 20
-    assert len(FILES) - len(documented) >= 15
+    assert len(FILES) - len(documented) - len(partial) >= 15
+    assert len(partial) >= 7
 
 
 @pytest.mark.parametrize(("environ", "expect"), list(ranks()))
@@ -87,6 +95,8 @@ def test_every_recorded_rank_gets_its_answer(
         "master_addr": report.master_addr,
     }
     assert got == {key: expect[key] for key in got}
+    for field, source in expect.get("sources", {}).items():
+        assert report.sources[field] == source, field
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda path: path.stem)

@@ -179,7 +179,7 @@ def test_slurm_without_tasks_per_node_assumes_a_single_node(
     )
 
 
-def test_slurm_node_beyond_the_task_list_assumes_a_single_node(
+def test_a_slurm_node_beyond_the_step_s_nodes_is_an_error_naming_both(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     set_environ(
@@ -187,7 +187,12 @@ def test_slurm_node_beyond_the_task_list_assumes_a_single_node(
         slurm_env(rank=2, world_size=3, local_rank=0, node=5, tasks_per_node="1(x3)", num_nodes=3),
     )
 
-    assert get_dist_info().local_world_size == 3
+    with pytest.raises(LauncherEnvError) as caught:
+        get_dist_info()
+
+    assert caught.value.variable == "SLURM_NODEID"
+    assert "SLURM_NODEID='5'" in str(caught.value)
+    assert "SLURM_STEP_NUM_NODES='3'" in str(caught.value)
 
 
 def test_a_slurm_batch_script_outside_srun_gets_the_defaults(

@@ -6,11 +6,7 @@ cannot run (not root, no ``ip``, no SLURM), failed instead under ``CI=true``.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -37,34 +33,3 @@ def cluster(nodes: VirtualNodes) -> Iterator[Cluster]:
     slurm.require("slurm")
     with virtual_cluster(nodes) as started:
         yield started
-
-
-MPI4PY = "mpi4py==4.1.2"
-"""The mpi4py of helios-pg's ``mpi`` extra, as uv.lock pins it."""
-
-
-@pytest.fixture(scope="session")
-def mpi4py_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """mpi4py installed apart (not in the test venv), and a library dir for MPICH's ABI name.
-
-    mpi4py's wheel loads MPICH through the MPI ABI name ``libmpi.so.12``, which Debian's
-    mpich ships as ``libmpich.so.12``; Open MPI it loads with ``MPI4PY_LIBMPI``.
-
-    Returns:
-        The directory to put on ``PYTHONPATH``, and the one for ``LD_LIBRARY_PATH``.
-    """
-    target = tmp_path_factory.mktemp("mpi4py")
-    command = ["uv", "pip", "install", "--quiet", "--target", str(target), "--python"]
-    done = subprocess.run(
-        [*command, sys.executable, MPI4PY], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        reason = f"cannot install {MPI4PY} apart: {done.stderr.strip()[-500:]}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    libs = tmp_path_factory.mktemp("mpich-abi")
-    found = sorted(Path("/usr/lib").glob("*/libmpich.so.12"))
-    if found:
-        (libs / "libmpi.so.12").symlink_to(found[0])
-    return target, libs

@@ -16,6 +16,7 @@ import pytest
 from tests.multinode.checks import FORM_GROUP, LIMIT, TEST_TIMEOUT, describe, spread
 from tests.support.mpi import mpich_command, openmpi_command
 from tests.support.netns import VirtualNodes
+from tests.support.procs import Finished
 from tests.support.slurm import require
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(TEST_TIMEOUT)]
@@ -38,6 +39,18 @@ def mpich(nodes: VirtualNodes, *args: str) -> list[str]:
 
 def master(nodes: VirtualNodes) -> dict[str, str]:
     return {"MASTER_ADDR": nodes.nodes[0].address, "MASTER_PORT": str(nodes.free_port(0))}
+
+
+def config_errors(finished: Finished) -> list[str]:
+    """The error line of each of the four ranks, each a RendezvousConfigError."""
+    assert finished.returncode != 0
+    errors = [
+        line for line in finished.stderr.splitlines() if line.startswith("helios_pg._errors.")
+    ]
+    assert len(errors) == 4, describe(finished)
+    for line in errors:
+        assert "RendezvousConfigError" in line, describe(finished)
+    return errors
 
 
 def test_open_mpi_runs_on_both_nodes(nodes: VirtualNodes) -> None:
@@ -66,11 +79,11 @@ def test_open_mpi_forms_the_group_with_master_passed(nodes: VirtualNodes) -> Non
 
 
 def test_open_mpi_forms_the_group_with_mpi4py_and_nothing_set(
-    nodes: VirtualNodes, mpi4py_dirs: tuple[Path, Path]
+    nodes: VirtualNodes, mpi4py_site: Path
 ) -> None:
+    # mpi4py installed, nothing else: no MPI4PY_LIBMPI, no MASTER_ADDR, no library link.
     require("openmpi")
-    site, _ = mpi4py_dirs
-    passed = ["-x", f"PYTHONPATH={site}", "-x", "MPI4PY_LIBMPI=libmpi.so.40"]
+    passed = ["-x", f"PYTHONPATH={mpi4py_site}"]
     finished = nodes.run(0, open_mpi(nodes, *passed, *FORM_GROUP), limit=LIMIT)
 
     assert finished.returncode == 0, describe(finished)
@@ -97,11 +110,11 @@ def test_mpich_forms_the_group_with_master_passed(nodes: VirtualNodes) -> None:
 
 
 def test_mpich_forms_the_group_with_mpi4py_and_nothing_set(
-    nodes: VirtualNodes, mpi4py_dirs: tuple[Path, Path]
+    nodes: VirtualNodes, mpi4py_site: Path
 ) -> None:
+    # Debian's MPICH is libmpich.so.12 only: no libmpi.so.12 on any path, nothing set.
     require("mpich")
-    site, libs = mpi4py_dirs
-    passed = ["-genv", "PYTHONPATH", str(site), "-genv", "LD_LIBRARY_PATH", str(libs)]
+    passed = ["-genv", "PYTHONPATH", str(mpi4py_site)]
     finished = nodes.run(0, mpich(nodes, *passed, *FORM_GROUP), limit=LIMIT)
 
     assert finished.returncode == 0, describe(finished)
@@ -113,12 +126,21 @@ def test_mpich_with_nothing_set_names_master_addr(nodes: VirtualNodes) -> None:
     require("mpich")
     finished = nodes.run(0, mpich(nodes, *FORM_GROUP), limit=LIMIT)
 
-    assert finished.returncode != 0
-    errors = [
-        line for line in finished.stderr.splitlines() if line.startswith("helios_pg._errors.")
-    ]
-    assert len(errors) == 4, describe(finished)
-    for line in errors:
-        assert "RendezvousConfigError" in line, describe(finished)
+    for line in config_errors(finished):
         assert "MASTER_ADDR" in line
         assert "mpi4py" in line
+
+
+def test_mpi4py_that_cannot_load_mpi_is_named_not_install_mpi4py(
+    nodes: VirtualNodes, mpi4py_site: Path
+) -> None:
+    # The user's MPI4PY_LIBMPI wins, and names a library that is not there.
+    require("mpich")
+    absent = "libhelios-absent.so.1"
+    passed = ["-genv", "PYTHONPATH", str(mpi4py_site), "-genv", "MPI4PY_LIBMPI", absent]
+    finished = nodes.run(0, mpich(nodes, *passed, *FORM_GROUP), limit=LIMIT)
+
+    for line in config_errors(finished):
+        assert "mpi4py is installed but cannot load MPI" in line
+        assert f"MPI4PY_LIBMPI={absent!r}" in line
+        assert "install mpi4py" not in line

@@ -11,13 +11,17 @@ other interfaces or hosts; the commands also place ranks on the virtual nodes of
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support.procs import DEFAULT_LIMIT, Finished, base_env, run_processes
 
 __all__ = [
+    "MPI4PY",
     "OPENMPI_ENV",
+    "install_mpi4py",
     "mpich_command",
     "mpich_env",
     "openmpi_command",
@@ -48,6 +52,28 @@ MPICH_ENV: Mapping[str, str] = {
     "HYDRA_IFACE": "lo",
 }
 """Environment for a single-node MPICH (Hydra) run."""
+
+
+MPI4PY = "mpi4py==4.1.2"
+"""The mpi4py of helios-pg's ``mpi`` extra, as uv.lock pins it."""
+
+
+def install_mpi4py(target: Path) -> None:
+    """Install :data:`MPI4PY` into ``target``, apart from the test venv (``PYTHONPATH``).
+
+    Its wheel loads MPICH by the MPI ABI name ``libmpi.so.12`` and Open MPI by
+    ``libmpi.so.40``; nothing else is installed or linked: helios-pg has it load the
+    library of the MPI that launched the process.
+
+    Raises:
+        RuntimeError: uv could not install it; the message holds uv's output.
+    """
+    command = ["uv", "pip", "install", "--quiet", "--target", str(target), "--python"]
+    done = subprocess.run(
+        [*command, sys.executable, MPI4PY], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot install {MPI4PY} apart: {done.stderr.strip()[-500:]}")
 
 
 def _root_options() -> list[str]:

@@ -15,8 +15,8 @@ import warnings
 from helios_env._detect import FORCE_VARIABLE, mpi_spec, present
 from helios_env._environ import Getter
 from helios_env._errors import LauncherEnvError, LauncherEnvWarning
+from helios_env._integers import parse_int
 from helios_env._launcher import SPECS, Launcher, LauncherSpec
-from helios_env._variables import parse_int
 
 __all__ = ["cross_check"]
 
@@ -38,9 +38,9 @@ def _pair(get: Getter, *names: str) -> str:
 
 def _check_torchrun(get: Getter, spec: LauncherSpec, outer_size: str) -> None:
     tasks = parse_int(outer_size, get(outer_size) or "", minimum=1)
-    if spec.node is None:
+    if not spec.nodes:
         return
-    agents_name = spec.node[1]
+    agents_name = spec.nodes[0]
     agents_raw = get(agents_name)
     if tasks == 1 or agents_raw is None:
         return

@@ -14,6 +14,10 @@ from helios_env._launcher import Launcher
 __all__ = ["EnvironmentReport"]
 
 
+def _known(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class EnvironmentReport:
     """What helios-env sees of the current process, and where each value came from.
@@ -25,13 +29,19 @@ class EnvironmentReport:
             ``master_addr``, ``master_port`` and ``job``, the variable it was read from,
             ``"process group"``, ``"default"``, ``"assumed: one node"``, ``"derived"``
             (computed from the other values, assuming every node runs as many
-            processes), or ``"derived: ..."`` / ``"not derived: ..."`` saying how.
+            processes), or ``"derived: ..."`` / ``"assumed: ..."`` /
+            ``"not derived: ..."`` saying how; an assumption is made only where no
+            variable says otherwise. Where two variables that state one value
+            disagree, the one used is named first and the other beside it
+            (``"SLURM_STEP_NUM_NODES (SLURM_NNODES='3' says otherwise)"``).
         process_group: Whether a live default process group answered.
         node_rank: The node's index, from ``SLURM_NODEID`` in a SLURM step or
-            ``GROUP_RANK`` (torchrun), else from the layout ``helios_pg.init()``
-            learned from the group; 0 when every rank runs on one node; None when
-            nothing says it (mpirun on several nodes, before init).
-        num_nodes: The number of nodes, from ``SLURM_STEP_NUM_NODES`` or
+            ``GROUP_RANK`` (torchrun) wherever they are set, else from the layout
+            ``helios_pg.init()`` learned from the group; 0 when every rank runs on one
+            node; None when nothing says it (mpirun on several nodes, before init).
+        num_nodes: The number of nodes, from ``SLURM_STEP_NUM_NODES``,
+            ``SLURM_NNODES``, the nodes that ``SLURM_STEP_TASKS_PER_NODE`` or
+            ``SLURM_TASKS_PER_NODE`` list, the tasks over ``SLURM_NTASKS_PER_NODE``, or
             ``GROUP_WORLD_SIZE``, else as ``node_rank``; None when not known.
         master_addr: ``MASTER_ADDR``; when unset under srun or mpirun, the derived
             address (loopback on one node, the first host of the step's nodelist).
@@ -121,8 +131,8 @@ class EnvironmentReport:
                 "node",
                 (
                     "unknown"
-                    if self.node_rank is None or self.num_nodes is None
-                    else f"{self.node_rank} of {self.num_nodes}"
+                    if self.node_rank is None and self.num_nodes is None
+                    else f"{_known(self.node_rank)} of {_known(self.num_nodes)}"
                 ),
                 (
                     src["node_rank"]

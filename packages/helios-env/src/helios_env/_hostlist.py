@@ -4,7 +4,9 @@ The syntax, as ``scontrol show hostnames`` reads it (Slurm's ``src/common/hostli
 ``hostlist_create_client``):
 
 - items are separated by ``,`` outside brackets; a space, a tab or a newline also
-  separates items, as in Slurm;
+  separates items, as in Slurm, so ``c1, c2`` is ``c1,c2``;
+- inside brackets, spaces after a comma are ignored (``node[089, 100-110]``), as
+  Slurm's ``strtoul`` ignores them;
 - an item is literal text with any number of bracket groups, each a comma-separated
   list of decimal numbers and ``LO-HI`` ranges: ``tux[0-5,12,20-25]``,
   ``rack[1-2]-node[01-03]``, ``n[1-2]-ib``;
@@ -91,11 +93,15 @@ def _parse_group(nodelist: str, offset: int) -> tuple[_Group, int, int]:
         raise HostlistError(nodelist, f"empty brackets at offset {offset}")
     ranges: list[_Range] = []
     count = 0
-    for part in inner.split(","):
+    start = offset + 1  # where the current range begins, spaces included
+    for index, written in enumerate(inner.split(",")):
+        # A space after a comma, as hand-written lists have it, reads as without.
+        part = written.lstrip(" ") if index else written
+        at, start = start + len(written) - len(part), start + len(written) + 1
         match = _RANGE.fullmatch(part)
         if match is None:
             what = "an empty range" if not part else f"range {part!r} is not N or LO-HI"
-            raise HostlistError(nodelist, f"{what} {where} (decimal digits only)")
+            raise HostlistError(nodelist, f"{what} at offset {at} {where} (decimal digits only)")
         lo_text, hi_text = match.groups()
         lo = _number(nodelist, lo_text, where)
         hi = lo if hi_text is None else _number(nodelist, hi_text, where)

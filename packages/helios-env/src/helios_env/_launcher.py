@@ -83,8 +83,10 @@ class LauncherSpec:
     launcher: Launcher
     names: Names
     detect: tuple[str, ...]  # set in every process it starts (and required to force it)
-    node: tuple[str, str] | None = None  # this node's index, the number of nodes
-    tasks_per_node: str | None = None  # every node's task count ("2(x3),1"), by node index
+    node: str | None = None  # this node's index
+    nodes: tuple[str, ...] = ()  # the number of nodes, each a fallback for the one before
+    tasks_per_node: tuple[str, ...] = ()  # every node's task count ("2(x3),1"), by node index
+    tasks_on_each_node: str | None = None  # one task count that every node runs
     one_per_node: str | None = None  # the source shown when each node (a pod) runs one process
     requested: tuple[str, str] | None = None  # the nodes and processes per node asked for
     job: tuple[tuple[str, ...], ...] = ()  # what names the job, part by part, alternatives each
@@ -113,7 +115,8 @@ _TABLE = (
         # Set by the torch elastic agent for every worker, whatever the rendezvous
         # (standalone, static multi-node, c10d); never by mp.spawn or by hand.
         ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
-        node=("GROUP_RANK", "GROUP_WORLD_SIZE"),
+        node="GROUP_RANK",
+        nodes=("GROUP_WORLD_SIZE",),
         job=(("TORCHELASTIC_RUN_ID",),),
         job_format="torchrun run {}",
     ),
@@ -171,13 +174,17 @@ _TABLE = (
     ),
     # SLURM_STEP_NUM_TASKS is set inside an srun step only, not in the batch script,
     # where SLURM_PROCID would describe one process of a job that has not started its
-    # tasks yet.
+    # tasks yet. srun sets SLURM_NNODES and SLURM_TASKS_PER_NODE to the step's values
+    # too, unless --preserve-env keeps the job's; SLURM_NTASKS_PER_NODE is the
+    # --ntasks-per-node that sbatch or srun was given.
     LauncherSpec(
         Launcher.SLURM,
         Names("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", None),
         ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
-        node=("SLURM_NODEID", "SLURM_STEP_NUM_NODES"),
-        tasks_per_node="SLURM_STEP_TASKS_PER_NODE",
+        node="SLURM_NODEID",
+        nodes=("SLURM_STEP_NUM_NODES", "SLURM_NNODES"),
+        tasks_per_node=("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"),
+        tasks_on_each_node="SLURM_NTASKS_PER_NODE",
         job=(("SLURM_JOB_ID", "SLURM_JOBID"), ("SLURM_STEP_ID", "SLURM_STEPID")),
         job_format="SLURM job {} step {}",
         derives=True,

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from helios_env._detect import FORCE_VARIABLE, detect_with
 from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
+from helios_env._integers import parse_int
 from helios_env._launcher import SPECS, Launcher, LauncherSpec
-from helios_env._variables import from_variables, live_group, missing, parse_int
+from helios_env._layout import learned_layout
+from helios_env._sources import ASSUMED
+from helios_env._variables import from_variables, live_group, missing
 
 __all__ = ["get_global_rank", "get_local_rank", "get_local_world_size", "get_world_size"]
 
@@ -122,6 +125,7 @@ def _local() -> tuple[int, int]:  # (local_rank, local_world_size)
     # The local values depend on all four rank variables: a local rank is checked
     # against the processes per node, and derived from the global rank when unset.
     layout = _torchrun_layout()
+    assumed = False
     if layout is not None:
         world, local, local_world = layout
     else:
@@ -130,10 +134,16 @@ def _local() -> tuple[int, int]:  # (local_rank, local_world_size)
         if found is None:
             world, local, local_world = 0, 0, 1
         else:
-            info = found[0]
+            info, sources = found
             world, local, local_world = info.world_size, info.local_rank, info.local_world_size
+            assumed = sources["local_world_size"].startswith(ASSUMED)
     group = live_group()
-    if group is not None and group[1] != world:
+    if group is None or (group[1] == world and not assumed):
+        return local, local_world
+    learned = learned_layout(group)  # what helios_pg.init() learned beats an assumption
+    if learned is not None:
+        return learned.local_rank, learned.local_world_size
+    if group[1] != world:
         return group[0], group[1]  # the variables describe another run: one node assumed
     return local, local_world
 
@@ -154,7 +164,8 @@ def get_local_rank() -> int:
     layout = _torchrun_layout()
     if layout is not None:  # the common case, without building the general answer
         group = live_group()
-        return layout[1] if group is None or group[1] == layout[0] else group[0]
+        if group is None or group[1] == layout[0]:
+            return layout[1]
     return _local()[0]
 
 

@@ -33,12 +33,24 @@ from helios_env._environ import Getter
 from helios_env._errors import HostlistError, LauncherEnvError
 from helios_env._hostlist import first_host
 from helios_env._info import DistributedInfo
+from helios_env._integers import read_int
 from helios_env._launcher import SPECS, Launcher, LauncherSpec, LsfHosts, SlurmHosts
-from helios_env._variables import ASSUMED_ONE_NODE, read_int
+from helios_env._placement import stated_nodes
+from helios_env._sources import ASSUMED
 
-__all__ = ["LOOPBACK", "Derived", "derive", "ephemeral_ports", "port_range", "read_master"]
+__all__ = [
+    "LOOPBACK",
+    "MPI4PY_HINT",
+    "Derived",
+    "derive",
+    "ephemeral_ports",
+    "port_range",
+    "read_master",
+]
 
 LOOPBACK = "127.0.0.1"
+MPI4PY_HINT = "install mpi4py (helios-pg[mpi])"
+"""What an address that mpirun does not say asks for: helios-pg then learns it through MPI."""
 _EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LINUX_EPHEMERAL = (32768, 60999)
 _LOWEST = 10000  # below: well-known services and what people pick by hand
@@ -191,7 +203,7 @@ def _address(get: Getter, spec: LauncherSpec, one_node: str | None) -> tuple[str
             return found
     return None, (
         f"not derived: {spec.launcher} ranks on several nodes; set MASTER_ADDR to rank 0's "
-        "host, or install mpi4py (helios-pg[mpi])"
+        f"host, or {MPI4PY_HINT}"
     )
 
 
@@ -276,11 +288,13 @@ def _one_node(
     get: Getter, spec: LauncherSpec, info: DistributedInfo, sources: dict[str, str]
 ) -> str | None:
     """Why every rank of the job runs on this node; None when they may not."""
-    if spec.node is not None:
-        nodes = spec.node[1]
-        return f"{nodes}=1" if read_int(get, nodes, minimum=1) == 1 else None
+    if spec.nodes:
+        count = stated_nodes(get, [spec]).count
+        if count is None or count.value != 1:
+            return None
+        return f"{count.variable}={get(count.variable)}"
     local = sources.get("local_world_size")
-    known = local is not None and local != ASSUMED_ONE_NODE
+    known = local is not None and not local.startswith(ASSUMED)
     return local if known and info.local_world_size == info.world_size else None
 
 

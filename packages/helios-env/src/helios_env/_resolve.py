@@ -14,21 +14,27 @@ from helios_env._info import DistributedInfo
 from helios_env._interface import gloo_interface
 from helios_env._launcher import SPECS, Launcher
 from helios_env._layout import LEARNED, learned_layout
+from helios_env._placement import NO_NODES, Nodes, stated_nodes
 from helios_env._rendezvous import derive, read_master
-from helios_env._variables import (
-    ASSUMED_ONE_NODE,
-    DEFAULT,
-    DERIVED,
-    PROCESS_GROUP,
-    from_variables,
-    live_group,
-    read_int,
-)
+from helios_env._sources import ASSUMED, ASSUMED_ONE_NODE, DEFAULT, DERIVED, PROCESS_GROUP
+from helios_env._variables import from_variables, live_group
 
 __all__ = ["get_dist_info", "inspect_environment"]
 
 _TORCHRUN = SPECS[Launcher.TORCHRUN]
 _SLURM = SPECS[Launcher.SLURM]
+
+
+def _stated(get: Getter, launcher: Launcher) -> Nodes:
+    """This rank's node and the number of nodes, where launcher variables state them."""
+    spec = SPECS.get(launcher)
+    # SLURM's node variables describe the allocation, not this process, unless srun
+    # started it or an ancestor of it on this node (mpirun's daemons under SLURM, a
+    # program that spawns its ranks from each srun task).
+    specs = [_TORCHRUN]
+    if present(get, _SLURM):
+        specs = [_SLURM] if spec is _SLURM else [*specs, _SLURM]
+    return stated_nodes(get, specs)
 
 
 def _node(
@@ -40,46 +46,47 @@ def _node(
     env_applies: bool,
     group: tuple[int, int] | None,
 ) -> tuple[int | None, int | None]:
-    """Which node this rank runs on, and how many there are, with their sources."""
+    """Which node this rank runs on, and how many there are, with their sources.
+
+    What variables state wins; the layout learned from the group, or what the local
+    values imply, answers only what they leave unsaid.
+    """
     spec = SPECS.get(launcher)
-    if env_applies:
-        # SLURM's node variables describe the allocation, not this process, unless
-        # srun started it or an ancestor of it on this node (mpirun's daemons under
-        # SLURM, a program that spawns its ranks from each srun task).
-        specs = [_TORCHRUN]
-        if present(get, _SLURM):
-            specs = [_SLURM] if spec is _SLURM else [*specs, _SLURM]
-        pairs = [each.node for each in specs if each.node is not None]
-        for node_variable, nodes_variable in pairs:
-            node_rank = read_int(get, node_variable, minimum=0)
-            num_nodes = read_int(get, nodes_variable, minimum=1)
-            if node_rank is not None and num_nodes is not None:
-                sources["node_rank"], sources["num_nodes"] = node_variable, nodes_variable
-                return node_rank, num_nodes
+    stated = _stated(get, launcher) if env_applies else NO_NODES
+    index, count = stated.index, stated.count
+    if index is not None and count is not None:
+        sources["node_rank"], sources["num_nodes"] = index.source, count.source
+        return index.value, count.value
+    if env_applies and index is None and count is None:
         one_per_node = None if spec is None else spec.one_per_node
         if one_per_node is not None and sources.get("local_world_size") == one_per_node:
             sources["node_rank"] = sources["num_nodes"] = one_per_node
             return info.rank, info.world_size
     learned = learned_layout(group)
+    local = sources.get("local_world_size", "")
     if learned is not None:
-        sources["node_rank"] = sources["num_nodes"] = LEARNED
-        return learned.node_rank, learned.num_nodes
-    if info.local_world_size == info.world_size:
-        local = sources.get("local_world_size")
-        sources["node_rank"] = sources["num_nodes"] = (
-            local if local in (ASSUMED_ONE_NODE, DEFAULT) else f"{DERIVED}: one node ({local})"
-        )
-        return 0, 1
-    if sources.get("local_rank") == DERIVED:
+        implied: tuple[int | None, int | None] = (learned.node_rank, learned.num_nodes)
+        why = LEARNED
+    elif info.local_world_size == info.world_size and not stated.several:
+        implied = (0, 1)
+        why = local if local in (ASSUMED_ONE_NODE, DEFAULT) else f"{DERIVED}: one node ({local})"
+    elif sources.get("local_rank") == DERIVED:
         # The local rank was derived from RANK and LOCAL_WORLD_SIZE, assuming the ranks
         # fill each node in turn: the node follows from the same assumption.
-        sources["node_rank"] = sources["num_nodes"] = f"{DERIVED}: ranks in blocks per node"
-        return info.rank // info.local_world_size, -(-info.world_size // info.local_world_size)
-    sources["node_rank"] = sources["num_nodes"] = (
-        f"not known: {launcher} does not say which node each rank runs on; "
-        "helios_pg.init() learns it from the group"
-    )
-    return None, None
+        per_node = info.local_world_size
+        implied = (info.rank // per_node, -(-info.world_size // per_node))
+        why = f"{DERIVED}: ranks in blocks per node"
+    else:
+        implied = (None, None)
+        what = "how many nodes there are" if index else "which node each rank runs on"
+        why = f"not known: {launcher} does not say {what}; helios_pg.init() learns it"
+    node_rank, num_nodes = implied
+    sources["node_rank"] = sources["num_nodes"] = why
+    if index is not None:
+        node_rank, sources["node_rank"] = index.value, index.source
+    if count is not None:
+        num_nodes, sources["num_nodes"] = count.value, count.source
+    return node_rank, num_nodes
 
 
 def _resolve(
@@ -97,7 +104,8 @@ def _resolve(
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}
         env_applies = found is not None and found[0].world_size == world_size
         learned = learned_layout(group)
-        if found is not None and env_applies:
+        assumed = found is not None and found[1]["local_world_size"].startswith(ASSUMED)
+        if found is not None and env_applies and not (assumed and learned is not None):
             env_info, env_sources = found
             local_rank, local_world_size = env_info.local_rank, env_info.local_world_size
             sources["local_rank"] = env_sources["local_rank"]

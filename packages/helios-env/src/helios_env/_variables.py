@@ -6,66 +6,30 @@ reads them, refuses malformed values, and says where each value came from.
 
 from __future__ import annotations
 
-import re
+import contextlib
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from helios_env._environ import Getter
 from helios_env._errors import LauncherEnvError
 from helios_env._info import DistributedInfo
+from helios_env._integers import read_int
 from helios_env._launcher import LauncherSpec
+from helios_env._placement import Fact, stated_nodes, tasks_here
+from helios_env._sources import ASSUMED, ASSUMED_ONE_NODE, DERIVED
 
 __all__ = [
-    "ASSUMED_ONE_NODE",
-    "DEFAULT",
-    "DERIVED",
-    "PROCESS_GROUP",
     "from_variables",
     "live_group",
     "missing",
     "not_set",
-    "parse_int",
-    "read_int",
 ]
 
-PROCESS_GROUP = "process group"
-DEFAULT = "default"
-ASSUMED_ONE_NODE = "assumed: one node"
-DERIVED = "derived"
 
-_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
-# A node of a step runs at least one task: counts and repeats are positive.
-_TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
-
-
-def read_int(get: Getter, name: str | None, *, minimum: int) -> int | None:
-    if name is None:
-        return None
-    raw = get(name)
-    if raw is None:
-        return None
-    return parse_int(name, raw, minimum=minimum)
-
-
-def parse_int(name: str, raw: str, *, minimum: int) -> int:
-    if raw.isdigit() and raw.isascii():  # the common case, without the regex
-        value = int(raw)
-        if value >= minimum:
-            return value
-    try:
-        # ASCII digits only: int() would also take "1_0" and non-ASCII digits.
-        if _INTEGER.fullmatch(raw) is None:
-            raise ValueError(raw)
-        value = int(raw.strip(), 10)
-    except ValueError:
-        kind = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
-        message = f"{name} must be {kind}, got {name}={raw!r}; fix or unset it"
-        raise LauncherEnvError(name, raw, message) from None
-    if value < minimum:
-        message = f"{name} must be >= {minimum}, got {name}={raw!r}; fix or unset it"
-        raise LauncherEnvError(name, raw, message)
-    return value
+# The last live group seen, and its (rank, size).
+_answered: tuple[weakref.ref[Any], tuple[int, int]] | None = None
 
 
 def live_group() -> tuple[int, int] | None:
@@ -73,7 +37,10 @@ def live_group() -> tuple[int, int] | None:
 
     Never imports torch: if ``torch.distributed`` was never imported, no group can
     exist. ``torch.distributed.group.WORLD`` is the default group, None before init.
+    A group's rank and size never change: they are asked once per group, and the
+    group is looked up on every call, so one created or destroyed is seen at once.
     """
+    global _answered  # noqa: PLW0603 - the last group's answer, held by a weak reference
     dist: Any = sys.modules.get("torch.distributed")
     if dist is None:
         return None
@@ -81,31 +48,16 @@ def live_group() -> tuple[int, int] | None:
         world = dist.group.WORLD
         if world is None:
             return None
-        return world.rank(), world.size()
+        answered = _answered
+        if answered is not None and answered[0]() is world:
+            return answered[1]
+        found = world.rank(), world.size()
     except (AttributeError, RuntimeError, ValueError):
         # A torch without distributed support, or a group torn down under us.
         return None
-
-
-def _tasks_per_node(get: Getter, name: str, node_name: str) -> tuple[int, str] | None:
-    # A list such as "2(x3),1": 2 tasks on each of 3 nodes, then 1.
-    raw = get(name)
-    node = read_int(get, node_name, minimum=0)
-    if raw is None or node is None:
-        return None
-    counts: list[int] = []
-    for part in raw.split(","):
-        match = _TASKS_PER_NODE.match(part.strip())
-        if match is None:
-            message = (
-                f"{name} must look like '2(x3),1', got {name}={raw!r}; "
-                "it is set by srun and should not be edited"
-            )
-            raise LauncherEnvError(name, raw, message)
-        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
-    if node >= len(counts):
-        return None
-    return counts[node], name
+    with contextlib.suppress(TypeError):  # a group that takes no weak reference
+        _answered = (weakref.ref(world), found)
+    return found
 
 
 def not_set(names: Sequence[str]) -> str:
@@ -134,6 +86,39 @@ def _check_below(get: Getter, lower: str, upper: str, lower_value: int, upper_va
         raise LauncherEnvError(lower, get(lower), message)
 
 
+def _local_world_size(
+    get: Getter, spec: LauncherSpec, world_size: int, local_rank: int | None
+) -> Fact:
+    """The ranks on this node where the launcher has no variable of its own for it.
+
+    A count that the launcher's per-node variables state, else one process per pod
+    (Kubeflow), else one node where the number of nodes says so; else, where a variable
+    says there are several nodes, the ranks spread evenly over them is assumed, and
+    only where nothing says so, one node.
+    """
+    nodes = stated_nodes(get, [spec])
+    stated = tasks_here(get, spec, nodes)
+    if stated is not None:
+        return stated
+    bound = spec.names.world_size
+    if spec.one_per_node is not None:
+        return Fact(1, spec.one_per_node, spec.detect[0])
+    index, count = nodes.index, nodes.count
+    if count is not None and count.value == 1:
+        return Fact(world_size, f"{DERIVED}: one node ({count.source})", bound)
+    if not nodes.several:
+        return Fact(world_size, ASSUMED_ONE_NODE, bound)
+    if count is not None:
+        spread, over = count.value, f"{count.value} nodes ({count.source})"
+    else:
+        assert index is not None
+        spread = index.value + 1
+        over = f"{spread} or more nodes ({index.variable}={get(index.variable)!r})"
+    at_least = 1 if local_rank is None else local_rank + 1
+    value = min(world_size, max(-(-world_size // spread), at_least))
+    return Fact(value, f"{ASSUMED}: the ranks spread evenly over {over}", bound)
+
+
 def from_variables(
     get: Getter, spec: LauncherSpec
 ) -> tuple[DistributedInfo, dict[str, str]] | None:
@@ -160,41 +145,33 @@ def from_variables(
     sources = {"rank": names.rank, "world_size": names.world_size}
     if local_world_size is not None:
         assert names.local_world_size is not None
-        sources["local_world_size"] = names.local_world_size
-    elif spec.tasks_per_node is not None and spec.node is not None:
-        found = _tasks_per_node(get, spec.tasks_per_node, spec.node[0])
-        if found is not None:
-            local_world_size, sources["local_world_size"] = found
-    elif spec.one_per_node is not None:
-        local_world_size, sources["local_world_size"] = 1, spec.one_per_node
-    if local_world_size is not None and local_world_size > world_size:
-        bound = sources["local_world_size"]
+        local = Fact(local_world_size, names.local_world_size, names.local_world_size)
+    else:
+        local = _local_world_size(get, spec, world_size, local_rank)
+    if local.value > world_size:
+        bound = local.variable
         message = (
             f"{bound} must not exceed {names.world_size}, got {bound}={get(bound)!r} and "
             f"{names.world_size}={get(names.world_size)!r}; fix the launcher configuration"
         )
         raise LauncherEnvError(bound, get(bound), message)
-    if local_world_size is None:
-        local_world_size = world_size
-        sources["local_world_size"] = ASSUMED_ONE_NODE
+    local_world_size, sources["local_world_size"] = local.value, local.source
     if local_rank is None:
-        if sources["local_world_size"] == ASSUMED_ONE_NODE:
-            local_rank = rank
-            sources["local_rank"] = ASSUMED_ONE_NODE
+        if local.source == ASSUMED_ONE_NODE:
+            local_rank, sources["local_rank"] = rank, ASSUMED_ONE_NODE
         else:
             # Every rank of the run must agree on the layout: with a known number of
             # processes per node, the local rank follows from the global one.
             local_rank = rank % local_world_size
-            sources["local_rank"] = DERIVED
+            assumed = local.source.startswith(ASSUMED)
+            sources["local_rank"] = f"{ASSUMED}: ranks in blocks per node" if assumed else DERIVED
     else:
         sources["local_rank"] = names.local_rank
         if local_rank >= local_world_size:
-            bound = sources["local_world_size"]
-            bound_text = bound if bound != ASSUMED_ONE_NODE else names.world_size
             message = (
-                f"{names.local_rank} must be smaller than {bound_text}, got "
-                f"{names.local_rank}={get(names.local_rank)!r} and "
-                f"{bound_text}={get(bound_text)!r}; fix the launcher configuration"
+                f"{names.local_rank}={get(names.local_rank)!r} is not below {local_world_size}, "
+                f"the ranks on this node ({local.described(get)}); fix the launcher "
+                "configuration"
             )
             raise LauncherEnvError(names.local_rank, get(names.local_rank), message)
     info = DistributedInfo(

@@ -2,8 +2,9 @@
 
 ``helios_env`` reports ``MASTER_ADDR`` and ``MASTER_PORT``, set or derived under srun
 and mpirun. Under mpirun on several nodes nothing says where rank 0 runs, and MPICH
-sets no job id to derive a port from: when mpi4py is importable, rank 0 sends its host,
-and a free port it chose, to every rank through MPI. What is still unknown then stops
+sets no job id to derive a port from: when mpi4py is installed, rank 0 sends its host,
+and a free port it chose, to every rank through MPI (:mod:`helios_pg._mpi` has it load
+the library of the MPI that launched the process). What is still unknown then stops
 every rank at once, naming what to set. Every rank then reaches the store at that
 address and port, torch's failures worded in init's terms.
 """
@@ -13,9 +14,11 @@ from __future__ import annotations
 import socket
 
 from helios_env import EnvironmentReport, Launcher
+from helios_env._rendezvous import MPI4PY_HINT
 from helios_env._variables import not_set
 from helios_pg._attempt import Attempt
 from helios_pg._errors import RendezvousConfigError
+from helios_pg._mpi import import_mpi
 from helios_pg._rendezvous import EnvStore, Meeting, open_store
 from helios_pg._torch_errors import Step, map_torch_errors
 
@@ -24,17 +27,20 @@ __all__ = ["connect_env", "find_meeting"]
 _MPI = (Launcher.OPEN_MPI, Launcher.MVAPICH2, Launcher.LSF, Launcher.MPICH)
 
 
-def _mpi_rendezvous(rank: int, addr: str | None, port: int | None) -> tuple[str, int] | None:
+def _mpi_rendezvous(
+    launcher: Launcher, rank: int, addr: str | None, port: int | None
+) -> tuple[str, int] | str | None:
     """Rank 0's host, and a port it chose when none was derived, sent through MPI.
 
-    Used when mpi4py is importable and the environment cannot say where rank 0 is
+    Used when mpi4py is installed and the environment cannot say where rank 0 is
     (mpirun on several nodes), or which port to use (MPICH sets no job id).
+
+    Returns:
+        The host and port; why mpi4py cannot load MPI; None without mpi4py.
     """
-    try:
-        from mpi4py import MPI  # type: ignore[import-not-found, unused-ignore]
-    except (ImportError, OSError, RuntimeError):
-        # Not installed, or installed without an MPI library it can load.
-        return None
+    found = import_mpi(launcher)
+    if found.module is None:
+        return found.problem
     mine: tuple[str, int] | None = None
     if rank == 0:
         chosen = port
@@ -43,7 +49,7 @@ def _mpi_rendezvous(rank: int, addr: str | None, port: int | None) -> tuple[str,
                 probe.bind(("", 0))  # a free port; rank 0 binds it again at once
                 chosen = int(probe.getsockname()[1])
         mine = (addr if addr is not None else socket.gethostname(), chosen)
-    sent: object = MPI.COMM_WORLD.bcast(mine, root=0)
+    sent: object = found.module.COMM_WORLD.bcast(mine, root=0)
     if not isinstance(sent, tuple) or len(sent) != 2:
         return None
     host, chosen_port = sent
@@ -70,8 +76,11 @@ def find_meeting(
     addr, port = report.master_addr, report.master_port
     addr_source = report.sources.get("master_addr", "MASTER_ADDR")
     port_source = report.sources.get("master_port", "")
+    problem = None
     if (addr is None or port is None) and report.launcher in _MPI:
-        sent = _mpi_rendezvous(rank, addr, port)
+        sent = _mpi_rendezvous(report.launcher, rank, addr, port)
+        if isinstance(sent, str):
+            problem, sent = sent, None
         if sent is not None:
             if addr is None:
                 addr_source = "derived: rank 0's host, sent through MPI (mpi4py)"
@@ -91,6 +100,9 @@ def find_meeting(
             for name, key in (("MASTER_ADDR", "master_addr"), ("MASTER_PORT", "master_port"))
             if name in missing and report.sources.get(key, "not set") != "not set"
         ]
+        if problem is not None:
+            # mpi4py is there: what stops it replaces the advice to install it.
+            why = [part.replace(f", or {MPI4PY_HINT}", "") for part in why] + [problem]
         detail = f" ({'; '.join(why)})" if why else ""
         message = (
             f"world_size={world_size} needs a rendezvous, but {not_set(missing)}{detail}; "
