@@ -174,6 +174,8 @@ def raised_in(path: Path, error: BaseException) -> BaseException:
 
 TORCH = Path(torch.__file__).parent
 GLOO = "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Connection reset by peer"
+GLOO_TIMEOUT = "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting"
+ARGUMENT = "ProcessGroupGloo::allgather: invalid tensor size at index 0 (expected (4), got (3))"
 
 
 class MarkedError(ValueError):
@@ -183,16 +185,18 @@ class MarkedError(ValueError):
 @pytest.mark.parametrize(
     ("error", "peer"),
     [
-        # Raised by torch inside a collective: a transport error of gloo, a timeout.
+        # A transport's error, tagged by torch's C++ with gloo's source file: wherever it
+        # surfaces (a collective, work.wait() in the program, DDP's backward).
         (raised_in(TORCH / "distributed" / "distributed_c10d.py", RuntimeError(GLOO)), True),
-        (raised_in(TORCH / "distributed" / "x.py", RuntimeError("Timed out waiting")), True),
-        # DistributedDataParallel's collective in backward: tagged by gloo's source file.
+        (raised_in(Path("train.py"), RuntimeError(GLOO)), True),
         (raised_in(TORCH / "autograd" / "graph.py", RuntimeError(GLOO)), True),
+        (raised_in(TORCH / "distributed" / "x.py", RuntimeError(f"{GLOO_TIMEOUT} 20000ms")), True),
+        # A collective's own argument checks, an out-of-memory error: the rank's own.
+        (raised_in(TORCH / "distributed" / "x.py", RuntimeError(ARGUMENT)), False),
         (raised_in(TORCH / "autograd" / "graph.py", RuntimeError("out of memory")), False),
         # The program's own errors, whatever their words.
         (raised_in(Path("train.py"), TimeoutError("reading shard 17 timed out")), False),
         (raised_in(Path("train.py"), RuntimeError("connection reset by peer: timeout")), False),
-        (raised_in(Path("train.py"), RuntimeError(GLOO)), False),
         (ValueError("bad batch 7"), False),
         (raised_in(Path("train.py"), MarkedError("rank 2's value")), True),
         (raised_in(Path("train.py"), dist.DistNetworkError("gone")), True),

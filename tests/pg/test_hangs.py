@@ -158,7 +158,10 @@ def test_the_collectives_are_wrapped_only_while_the_watchdog_runs() -> None:
 
 
 def answer(where: str, seq: int | None) -> dict[str, Any]:
-    return {"where": where, "seq": seq, "since": None if seq is None else 100.0 + seq}
+    op = where.split()[1] if seq is not None else None
+    group = where.split(" on ")[1].split(" at ", maxsplit=1)[0] if " on " in where else ""
+    since = None if seq is None else 100.0 + seq
+    return {"where": where, "op": op, "group": group, "seq": seq, "since": since}
 
 
 @pytest.mark.parametrize(
@@ -200,6 +203,18 @@ def answer(where: str, seq: int | None) -> dict[str, Any]:
             [1],
             id="alone",
         ),
+        # One all-reduce, counted differently by each rank (subgroup traffic before it)
+        # and called from different lines: only the rank in another collective.
+        pytest.param(
+            {
+                0: answer("in all_reduce #8 at t.py:5", 8),
+                1: answer("in all_reduce #8 at t.py:9", 8),
+                2: answer("in all_reduce #7 at t.py:5", 7),
+                3: answer("in barrier #7 at t.py:12", 7),
+            },
+            [3],
+            id="same-collective-other-count",
+        ),
     ],
 )
 @pytest.mark.parametrize("caller", [0, 1, 2])
@@ -207,6 +222,7 @@ def test_the_culprits_are_never_a_rank_that_waits(
     tmp_path: Path, answers: dict[int, dict[str, Any]], culprits: list[int], caller: int
 ) -> None:
     world_size = max(*answers, 1) + 1
+    caller = caller if caller in answers else min(answers)  # the caller always answers
     _, found, began = decide(answers, caller=caller, world_size=world_size, directory=tmp_path)
 
     assert found == culprits

@@ -67,3 +67,28 @@ def test_an_entry_numbered_but_not_yet_written_is_waited_for() -> None:
     assert first.rank == 3  # ... and is first, though its text came later
     assert failures.first(0) is not None
     assert ledger().first(0.05) is None  # nothing published: nobody is named
+
+
+def test_an_entry_never_written_is_passed_over_once_the_wait_is_over() -> None:
+    failures = ledger()
+    failures.store.add("job/failed/count", 1)  # a rank took number 1, then died
+    failures.publish(rank=2, line="rank 2 on a failed: E", timestamp=2, kind="own")
+
+    first = failures.first(0.2)
+
+    assert first is not None
+    assert first.rank == 2
+
+
+def test_a_thread_that_died_names_the_culprit_only_where_nothing_else_stands() -> None:
+    failures = ledger()
+    line = "rank 3 on a failed: OSError: x (in thread loader)"
+    failures.publish(rank=3, line=line, timestamp=1, kind="thread")
+    alone = failures.first(0.05)
+    assert alone is not None
+    assert alone.rank == 3
+
+    failures.publish(rank=1, line="rank 1 on a failed: ValueError: y", timestamp=9, kind="own")
+    first = failures.first(0.05)
+    assert first is not None
+    assert first.rank == 1  # the rank whose own code failed, though published later

@@ -21,7 +21,8 @@ import torch.distributed as dist
 
 from helios_env import DistributedInfo
 from helios_pg import init, preemption, shutdown
-from helios_pg._requeue import EXIT_REQUEUE
+from helios_pg._preemption import close_all
+from helios_pg._requeue import EXIT_REQUEUE, Requeue
 from tests.pg.torchrun_jobs import run_jobs
 from tests.support.procs import Finished, results
 
@@ -65,6 +66,44 @@ def test_the_handler_installed_before_still_runs_and_comes_back() -> None:
         signal.signal(signal.SIGUSR1, before)
 
 
+def test_a_signal_that_cannot_be_caught_is_refused_and_nothing_stays() -> None:
+    before = signal.getsignal(signal.SIGUSR1)
+    with pytest.raises(ValueError, match="SIGKILL cannot be caught"):
+        preemption(("SIGUSR1", "SIGKILL"))
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_watchers_closed_in_any_order_give_back_the_first_handler() -> None:
+    seen: list[int] = []
+
+    def theirs(number: int, frame: FrameType | None) -> None:
+        seen.append(number)
+
+    before = signal.signal(signal.SIGUSR1, theirs)
+    try:
+        first, second = preemption(("SIGUSR1",)), preemption(("SIGUSR1",))
+        first.close()  # under the second one: it stays, and only passes signals on
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert seen == [signal.SIGUSR1]
+        assert (first.received, second.received) == (None, signal.SIGUSR1)
+        second.close()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert seen == [signal.SIGUSR1] * 2
+        assert signal.getsignal(signal.SIGUSR1) is theirs
+        preemption(("SIGUSR1",))
+        preemption(("SIGUSR1",))
+        close_all()  # the newest first
+        assert signal.getsignal(signal.SIGUSR1) is theirs
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_what_rank_0_did_is_what_every_rank_reports() -> None:
+    here = Requeue("marker", EXIT_REQUEUE, "77", Path("m"), "scontrol is not on PATH")
+    done = here.with_code(Requeue("scontrol", 0, "77", None, "").code)
+    assert (done.how, done.exit_status, done.requeued) == ("scontrol", 0, True)
+
+
 def test_shutdown_closes_the_watchers() -> None:
     before = signal.getsignal(signal.SIGTERM)
     init()
@@ -101,13 +140,13 @@ def test_outside_slurm_requeue_writes_a_marker_and_asks_for_its_status(
     assert "not under SLURM" in capsys.readouterr().err
 
 
-def fake_scontrol(folder: Path, status: int) -> Path:
+def fake_scontrol(folder: Path, status: int, *, says: bool = True) -> Path:
     """An ``scontrol`` that records its arguments and exits with ``status``."""
     folder.mkdir()
     script = folder / "scontrol"
+    said = 'echo "Job is not requeueable" >&2' if says else "true"
     script.write_text(
-        f'#!/bin/sh\necho "$@" > "{folder}/called"\n'
-        f'[ {status} -eq 0 ] || echo "Job is not requeueable" >&2\nexit {status}\n'
+        f'#!/bin/sh\necho "$@" > "{folder}/called"\n[ {status} -eq 0 ] || {said}\nexit {status}\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return folder
@@ -134,18 +173,25 @@ def test_under_slurm_rank_0_requeues_the_job_or_the_array_task(
     assert outcome.requeued
 
 
-@pytest.mark.parametrize("scontrol", ["missing", "failing"])
+@pytest.mark.parametrize("scontrol", ["missing", "failing", "failing quietly"])
 def test_under_slurm_without_a_working_scontrol_the_fallback_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scontrol: str
 ) -> None:
-    bin_dir = tmp_path / "empty" if scontrol == "missing" else fake_scontrol(tmp_path / "bin", 1)
+    if scontrol == "missing":
+        bin_dir = tmp_path / "empty"
+    else:
+        bin_dir = fake_scontrol(tmp_path / "bin", 1, says=scontrol == "failing")
     bin_dir.mkdir(exist_ok=True)
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv("SLURM_JOB_ID", "78")
     with preemption() as stop:
         outcome = stop.requeue()
     assert (outcome.how, outcome.exit_status) == ("marker", EXIT_REQUEUE)
-    why = "scontrol is not on PATH" if scontrol == "missing" else "Job is not requeueable"
+    why = {
+        "missing": "scontrol is not on PATH",
+        "failing": "Job is not requeueable",
+        "failing quietly": "exit status 1",
+    }[scontrol]
     assert why in outcome.detail
     assert outcome.marker is not None
     assert "78" in outcome.marker.read_text()

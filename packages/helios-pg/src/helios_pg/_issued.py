@@ -84,6 +84,8 @@ class Place:
     code: CodeType | None = None
     line: int = 0
     since: float = 0.0
+    key: int = -1
+    """The issued work's own number; -1 for a call a wrapper noted."""
     failures: int = 0
     """Collectives noted through this place that raised or completed with an error."""
 
@@ -103,6 +105,16 @@ class Place:
     def wall(self) -> float:
         """When the collective began, as ``time.time()``."""
         return time.time() - (time.monotonic() - self.since)
+
+
+def _backend_name(group: Any) -> str:
+    """The group's backend, lower case; empty where torch cannot say."""
+    import torch.distributed as dist
+
+    try:
+        return str(dist.get_backend(group)).lower()
+    except Exception:
+        return ""
 
 
 def _op_name(name: Any) -> str:
@@ -153,11 +165,15 @@ class IssuedWork:
             return True
         group_arg = None if default else weakref.proxy(group)
         current, main, post = self.current, self.main, self._post
+        # An nccl collective returns once queued on the GPU: its work is followed to
+        # its completion even where a wrapper saw the call.
+        queued = _backend_name(group) == "nccl"
 
         def hook(args: Any) -> None:
             # Called on every collective of the group: the common case, a wrapped call,
             # is answered here, with the cheapest test first (args.async_op goes to C++).
-            if current.op is not None and get_ident() == main and not args.async_op:
+            waited_here = current.op is not None and get_ident() == main and not queued
+            if waited_here and not args.async_op:
                 return
             post(args, group_arg)
 
@@ -198,6 +214,7 @@ class IssuedWork:
         except Exception:  # a work without a future cannot be followed
             return
         frame = _caller()
+        key = next(self.counter)
         place = Place(
             seq=int(args.op_id),
             op=_op_name(args.name),
@@ -205,9 +222,9 @@ class IssuedWork:
             code=frame.f_code if frame is not None else None,
             line=frame.f_lineno if frame is not None else 0,
             since=time.monotonic(),
+            key=key,
         )
         del frame
-        key = next(self.counter)
         self.noted[key] = place
         if len(self.noted) > MAX_NOTED:
             with contextlib.suppress(KeyError, StopIteration, RuntimeError):

@@ -10,7 +10,9 @@ publication, never a comparison of clocks. Three kinds:
 - ``hang``: the roll call's culprit, published while the hang lasts and withdrawn when
   it ends (the waiting ranks' collective completed): a hang that ended is no failure.
 
-The culprit of the job is the first entry not withdrawn (:meth:`Ledger.first`).
+The culprit of the job is the first own failure standing; else the first hang standing
+(or the death of one of its culprit's threads); else the first thread that died
+(:meth:`Ledger.first`).
 """
 
 from __future__ import annotations
@@ -90,25 +92,45 @@ class Ledger:
         self.store.set(f"{self.key}/{number}/withdrawn", "1")
 
     def first(self, wait: float) -> Entry | None:
-        """The first entry not withdrawn, waiting up to ``wait`` seconds for one.
+        """The culprit, waiting up to ``wait`` seconds for one to be published.
 
-        An entry whose number is taken but whose text is not yet written is waited for:
-        an entry numbered later never goes before it.
+        The first rank's own failure standing, in the store's order; else the first
+        hang standing, or the death of a thread of its culprit's, which explains it;
+        else the first thread that died (a thread may die while its rank goes on). An
+        entry whose number is taken but whose text is not yet written is waited for,
+        an entry numbered later never going before it; once the wait is over, one still
+        unwritten (its rank died in between) is passed over.
         """
         deadline = time.monotonic() + wait
-        number = 1
         while True:
+            late = time.monotonic() >= deadline
             count = int(self.store.add(f"{self.key}/count", 0))
-            while number <= count:
+            standing: list[Entry] = []
+            for number in range(1, count + 1):
                 key = f"{self.key}/{number}"
                 if not self.store.check([key]):
-                    break  # numbered, not written yet
-                if not self.store.check([f"{key}/withdrawn"]):
-                    return _entry(number, self.store.get(key))
-                number += 1
-            if time.monotonic() >= deadline:
-                return None
+                    if late:
+                        continue
+                    break
+                if self.store.check([f"{key}/withdrawn"]):
+                    continue
+                entry = _entry(number, self.store.get(key))
+                if entry.kind == "own":
+                    return entry
+                standing.append(entry)
+            if late:
+                return _provisional(standing)
             time.sleep(_POLL)
+
+
+def _provisional(standing: list[Entry]) -> Entry | None:
+    """Of hangs and threads that died, the one to name."""
+    hangs = [entry for entry in standing if entry.kind == "hang"]
+    threads = [entry for entry in standing if entry.kind == "thread"]
+    if hangs:
+        explained = [entry for entry in threads if entry.rank == hangs[0].rank]
+        return explained[0] if explained else hangs[0]
+    return threads[0] if threads else None
 
 
 def _entry(number: int, raw: object) -> Entry:

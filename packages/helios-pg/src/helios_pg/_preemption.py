@@ -13,6 +13,7 @@ and every rank returns the same :class:`~helios_pg._requeue.Requeue`.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -40,19 +41,32 @@ class Preemption:
         self.signals = tuple(numbers)
         self.received: int | None = None
         """The first stop signal this process received, if any."""
+        self.closed = False
         self._stopping = False
         self._previous: dict[int, Any] = {}
         self._flag: Any = None
         for number in self.signals:
-            self._previous[number] = signal.getsignal(number)
-            signal.signal(number, self._handle)
+            previous = signal.getsignal(number)
+            try:
+                signal.signal(number, self._handle)
+            except (OSError, ValueError) as exc:
+                self.close()
+                name = signal.Signals(number).name
+                message = f"preemption(signals=...): {name} cannot be caught ({exc}); leave it out"
+                raise ValueError(message) from None
+            self._previous[number] = previous
 
     def _handle(self, number: int, frame: FrameType | None) -> None:
-        if self.received is None:
+        if not self.closed and self.received is None:
             self.received = number
         previous = self._previous.get(number)
         if callable(previous):
             previous(number, frame)  # another library's handler still runs
+        elif self.closed and previous in (None, signal.SIG_DFL):
+            # Closed while another handler sat on top of this one: act as if this one
+            # had never been installed, which is the default action.
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
 
     def _exchange(self, value: int) -> int:
         """The largest ``value`` over the default group's ranks (one all-reduce)."""
@@ -112,13 +126,26 @@ class Preemption:
         return outcome
 
     def close(self) -> None:
-        """Put back the handlers that were installed before; safe to call twice."""
+        """Put back the handlers that were installed before; safe to call twice.
+
+        Where another handler was installed on top of this one since, it stays, and
+        this one only passes each signal on to the handler it replaced.
+        """
+        if self.closed:
+            return
+        self.closed = True
         if threading.current_thread() is threading.main_thread():
-            for number, previous in self._previous.items():
+            for number, replaced in self._previous.items():
+                # A watcher closed earlier below this one goes too: its handler passes on.
+                previous = replaced
+                while isinstance(getattr(previous, "__self__", None), Preemption):
+                    below: Preemption = previous.__self__
+                    if not below.closed:
+                        break
+                    previous = below._previous.get(number)
                 with contextlib.suppress(ValueError, TypeError, OSError):
                     if signal.getsignal(number) == self._handle:
                         signal.signal(number, previous if previous is not None else signal.SIG_DFL)
-        self._previous.clear()
         with contextlib.suppress(ValueError):
             _active.remove(self)
 
@@ -175,6 +202,6 @@ def preemption(signals: Sequence[str | int] = DEFAULT_SIGNALS) -> Preemption:
 
 
 def close_all() -> None:
-    """Close every watcher still installed (``shutdown()`` does)."""
-    for watcher in list(_active):
+    """Close every watcher still installed, the newest first (``shutdown()`` does)."""
+    for watcher in reversed(list(_active)):
         watcher.close()

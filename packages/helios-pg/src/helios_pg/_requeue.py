@@ -69,11 +69,15 @@ class Requeue:
         return _CODES[self.how]
 
     def with_code(self, code: int) -> Requeue:
-        """This plan as rank 0 carried it out, from the number it sent."""
+        """What rank 0 did, from the number it sent, as this rank reports it."""
         how: How = next((name for name, number in _CODES.items() if number == code), "marker")
         if how == self.how:
             return self
-        return _fallback(self.job, f"rank 0 could not {self.detail}", how=how)
+        if how == "scontrol":
+            return Requeue("scontrol", 0, self.job, None, f"rank 0 requeued SLURM job {self.job}")
+        if how == "launcher":
+            return _fallback(self.job, "", how="launcher")
+        return _fallback(self.job, "rank 0 could not requeue the job")
 
 
 def _job(environ: dict[str, str] | os._Environ[str]) -> str | None:
@@ -140,7 +144,8 @@ def requeue_job(plan: Requeue, *, timeout: float) -> Requeue:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=timeout, check=False
             )
-            failure = done.stderr.strip() or done.stdout.strip() if done.returncode else ""
+            said = done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}"
+            failure = said if done.returncode else ""
         except (OSError, subprocess.TimeoutExpired) as exc:
             failure = str(exc)
         if failure:

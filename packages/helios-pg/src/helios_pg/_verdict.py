@@ -64,15 +64,24 @@ def _culprits(
     The ranks in no collective (or that did not answer) while others wait in one; where
     every rank is in a collective, those in one that nobody else is in; where no two
     ranks are in the same one, all of them (each waits for a collective no other joins).
+    A collective is its operation and group: the sequence number counts each rank's own
+    calls, and the call site may differ between ranks in the same collective.
     """
     waiting = {rank for rank, answer in answers.items() if answer.get("seq") is not None}
     elsewhere = [rank for rank in range(world_size) if rank not in waiting]
     if waiting and elsewhere:
         return elsewhere
-    alone = [ranks[0] for ranks in places.values() if len(ranks) == 1]
-    if len(alone) < len(places):
+    if not waiting:
+        return sorted(rank for ranks in places.values() for rank in ranks)
+    collectives: dict[tuple[str, str], list[int]] = {}
+    for rank in sorted(waiting):
+        answer = answers[rank]
+        key = (str(answer.get("op", answer["where"])), str(answer.get("group", "")))
+        collectives.setdefault(key, []).append(rank)
+    alone = [ranks[0] for ranks in collectives.values() if len(ranks) == 1]
+    if len(alone) < len(collectives):
         return sorted(alone)
-    return sorted(rank for ranks in places.values() for rank in ranks)
+    return sorted(waiting)
 
 
 def silent(directory: Path, rank: int) -> str:
@@ -131,7 +140,16 @@ def announce(
             kind="hang",
             answered=culprit is not None,
         )
-    verdict = {"line": line, "culprits": culprits, "began": began, "entry": entry}
+    # The collective the calling rank waits in: the hang ends when it completes.
+    mine = answers.get(caller, {})
+    collective = [mine.get("op"), mine.get("group", "")]
+    verdict = {
+        "line": line,
+        "culprits": culprits,
+        "began": began,
+        "entry": entry,
+        "collective": collective,
+    }
     store.set(f"{key}/verdict", json.dumps(verdict))
     files = f"each rank's stack is in {directory}/rank-N.txt on its host"
     sys.stderr.write(f"helios hang roll call (rank {caller}): {line}; {files}\n")

@@ -61,6 +61,7 @@ __all__ = ["Watchdog", "start", "stop"]
 _ANSWER_WAIT = 5.0
 _STOP_WAIT = 3.0
 _SETTLE_WAIT = 1.0
+_GIVE_UP = 10  # ticks in a row whose store requests failed
 
 
 def _describe(place: Place | None, top: str | None = None) -> str:
@@ -95,8 +96,9 @@ class Watchdog:
     wrapper_code: CodeType | None = None
     round: int = 0
     """The roll call under way or next: a new one begins when a hang has ended."""
-    waited: tuple[float, int] | None = None
-    """Where this rank waited when it answered (when it began, failures seen then)."""
+    waited: tuple[int, int, list[Any]] | None = None
+    """What this rank waited in when it answered: the wrapper's call number (or the
+    issued work's, as ``-1 - key``), the failures seen then, and the collective."""
     verdict: dict[str, Any] | None = None
     convicted: bool = False
     spoke: bool = False
@@ -155,6 +157,8 @@ class Watchdog:
             "host": self.host,
             "pid": os.getpid(),
             "where": where,
+            "op": place.op if place is not None else None,
+            "group": place.group if place is not None else "",
             "seq": place.seq if place is not None else None,
             "since": place.wall if place is not None else None,
             "stack": stack,
@@ -169,7 +173,10 @@ class Watchdog:
     def respond(self) -> None:
         """Answer the roll call under way, once, noting where this rank waits."""
         place = self.place()
-        self.waited = (place.since, self.current.failures) if place is not None else None
+        self.waited = None
+        if place is not None:
+            token = place.seq if place.key < 0 else -1 - place.key
+            self.waited = (token, self.current.failures, [place.op, place.group])
         self.store.set(f"{self.round_key}/answer/{self.rank}", json.dumps(self.answer()))
         self.answered = self.spoke = True
 
@@ -213,23 +220,35 @@ class Watchdog:
         )
 
     def hang_ended(self) -> bool:
-        """Whether the hang is over: a waiting rank's collective has completed.
+        """Whether the hang is over: the collective the calling rank waits in completed.
 
-        A rank that waited says so once its collective completed without an error; a
-        collective that failed leaves the hang standing, as what the job failed of.
+        A rank that waits in that collective says so once its own call of it completed
+        without an error; a collective that failed leaves the hang standing, as what
+        the job failed of, and so does any other collective completing.
         """
         over = f"{self.round_key}/over"
-        if self.waited is not None and not self.store.check([over]):
-            since, failures = self.waited
-            place = self.place()
-            moved = place is None or place.since != since
-            if moved and self.current.failures == failures:
-                self.store.set(over, "1")
-                entry = (self.verdict or {}).get("entry")
-                if entry is not None and self.failure_key:
-                    Ledger(self.store, self.failure_key).withdraw(int(entry))
-                return True
+        verdict = self.verdict or {}
+        if (
+            self.waited is not None
+            and self.waited[2] == verdict.get("collective")
+            and self._waited_completed()
+            and not self.store.check([over])
+        ):
+            self.store.set(over, "1")
+            entry = verdict.get("entry")
+            if entry is not None and self.failure_key:
+                Ledger(self.store, self.failure_key).withdraw(int(entry))
+            return True
         return bool(self.store.check([over]))
+
+    def _waited_completed(self) -> bool:
+        assert self.waited is not None
+        token, failures, _ = self.waited
+        if self.current.failures != failures:
+            return False
+        if token >= 0:  # a wrapped call: over once the wrapper returned or another began
+            return self.current.op is None or self.current.seq != token
+        return self.issued is None or -1 - token not in self.issued.noted
 
     def next_round(self) -> None:
         """The hang ended: take back this rank's error file, and watch for the next."""
@@ -276,12 +295,19 @@ class Watchdog:
     def run(self) -> None:
         """The thread's loop, until :func:`stop`."""
         interval = min(1.0, self.timeout / 5)
+        failed = 0
         try:
             while not self.stopping.wait(interval):
-                with self.lock:
-                    self.tick()
-        except Exception:  # noqa: S110 - the store is gone: the job is ending
-            pass
+                try:
+                    with self.lock:
+                        self.tick()
+                    failed = 0
+                except Exception:
+                    # A store request that timed out (a busy store) costs one tick; the
+                    # store gone for good (the job is ending) ends the watch.
+                    failed += 1
+                    if failed >= _GIVE_UP:
+                        return
         finally:
             if self.dump is not None:
                 self.dump.disarm()
