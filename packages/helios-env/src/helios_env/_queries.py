@@ -20,7 +20,7 @@ from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
 from helios_env._integers import parse_int
 from helios_env._launcher import SPECS, Launcher, LauncherSpec
 from helios_env._layout import learned_layout
-from helios_env._sources import ASSUMED
+from helios_env._sources import ASSUMED, DERIVED
 from helios_env._variables import from_variables, live_group, missing
 
 __all__ = ["get_global_rank", "get_local_rank", "get_local_world_size", "get_world_size"]
@@ -125,7 +125,7 @@ def _local() -> tuple[int, int]:  # (local_rank, local_world_size)
     # The local values depend on all four rank variables: a local rank is checked
     # against the processes per node, and derived from the global rank when unset.
     layout = _torchrun_layout()
-    assumed = False
+    assumed = stated = False
     if layout is not None:
         world, local, local_world = layout
     else:
@@ -137,12 +137,15 @@ def _local() -> tuple[int, int]:  # (local_rank, local_world_size)
             info, sources = found
             world, local, local_world = info.world_size, info.local_rank, info.local_world_size
             assumed = sources["local_world_size"].startswith(ASSUMED)
+            stated = not sources["local_rank"].startswith((ASSUMED, DERIVED))
     group = live_group()
     if group is None or (group[1] == world and not assumed):
         return local, local_world
     learned = learned_layout(group)  # what helios_pg.init() learned beats an assumption
     if learned is not None:
-        return learned.local_rank, learned.local_world_size
+        # A local rank a variable states stands; only the assumed size gives way.
+        mine = local if stated and group[1] == world else learned.local_rank
+        return mine, learned.local_world_size
     if group[1] != world:
         return group[0], group[1]  # the variables describe another run: one node assumed
     return local, local_world

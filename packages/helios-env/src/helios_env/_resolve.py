@@ -113,6 +113,10 @@ def _resolve(
         elif learned is not None:
             local_rank, local_world_size = learned.local_rank, learned.local_world_size
             sources["local_rank"] = sources["local_world_size"] = LEARNED
+            stated = found[1]["local_rank"] if found is not None and env_applies else ""
+            if found is not None and stated and not stated.startswith((ASSUMED, DERIVED)):
+                # A local rank a variable states stands; only the assumed size gives way.
+                local_rank, sources["local_rank"] = found[0].local_rank, stated
         else:
             local_rank, local_world_size = rank, world_size
             sources["local_rank"] = sources["local_world_size"] = ASSUMED_ONE_NODE
