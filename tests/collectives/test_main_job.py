@@ -90,6 +90,9 @@ def test_a_plain_run_passes_every_check_and_reports_json(
     assert {p["operation"] for p in data["benchmark"]} == {"all_reduce", "all_gather"}
     assert len(data["benchmark"]) == 2 * 3
     assert data["local_copy"] is True
+    assert data["consistency"]["agree"] is True
+    assert data["consistency"]["groups"][0]["ranks"] == [0]
+    assert data["links"]["verdict"] == "one rank: no link to measure"
     # Not a terminal: no progress, and nothing of the table again on stderr.
     assert err == ""
     assert not dist.is_initialized()
@@ -175,6 +178,9 @@ def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
     assert LOCAL_COPY not in done.stdout
     assert "all_reduce" not in done.stderr
     assert "launcher       torchrun" in done.stdout
+    assert "  all ranks agree\n" in done.stdout
+    assert "links (point to point, one node: its ranks: 2 local ranks, 1 round," in done.stdout
+    assert "slowest link rank 0 <-> rank 1: " in done.stdout
     # Both ranks' bindings are listed by rank 0.
     binding = done.stdout.split("device binding")[1].split("collective checks")[0]
     assert len([line for line in binding.splitlines() if line.strip().endswith("gloo")]) == 2

@@ -38,6 +38,7 @@ KEYS = {
     "job",
     "gloo_interface",
     "sources",
+    "fingerprint",
 }
 
 
@@ -98,6 +99,42 @@ def test_report_says_when_a_single_node_is_assumed() -> None:
     _, out, _ = run_main([], {"RANK": "1", "WORLD_SIZE": "2"})
 
     assert "1 of 2  [assumed: one node, assumed: one node]" in out
+
+
+def test_report_never_assumes_against_slurm_s_node_and_tasks_per_node() -> None:
+    # No node list and no node count: SLURM_NODEID and SLURM_NTASKS_PER_NODE still say it.
+    environ = {
+        "SLURM_PROCID": "3",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "1",
+        "SLURM_NTASKS": "4",
+        "SLURM_NTASKS_PER_NODE": "2",
+        "SLURM_STEP_NUM_TASKS": "4",
+    }
+
+    _, out, _ = run_main([], environ)
+
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "1 of 2  [SLURM_LOCALID, SLURM_NTASKS_PER_NODE]" in lines["local"]
+    assert lines["node"].split(None, 1)[1] == (
+        "1 of 2  [SLURM_NODEID, derived: SLURM_STEP_NUM_TASKS / SLURM_NTASKS_PER_NODE]"
+    )
+
+
+def test_report_shows_the_node_that_group_rank_states_without_a_node_count() -> None:
+    environ = {**TWO_NODES}
+    del environ["GROUP_WORLD_SIZE"]
+
+    _, out, _ = run_main([], environ)
+
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert (
+        lines["node"]
+        .split(None, 1)[1]
+        .startswith(
+            "1 of unknown  [GROUP_RANK, not known: torchrun does not say how many nodes there are"
+        )
+    )
 
 
 def test_json_report_holds_every_value_and_its_source() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torch._C._distributed_c10d import HashStore
 
-from helios_pg._layout import exchange_hosts, layout_of
+from helios_pg._layout import Roll, exchange_hosts, layout_of
 from tests.support.procs import base_env, free_port, results, run_processes
 
 WORKER = Path(__file__).parent / "workers" / "layout.py"
@@ -45,13 +45,16 @@ def test_the_layout_follows_the_host_of_each_rank(
 def test_every_rank_reads_the_same_table_from_the_store() -> None:
     store = HashStore()
     world_size = 3
-    tables: dict[int, tuple[list[str], int]] = {}
+    tables: dict[int, Roll] = {}
 
     def rank(index: int) -> None:
         # Each torchrun agent counts its own restarts: rank 1's node restarted twice.
         attempt = 2 if index == 1 else 0
         wait = timedelta(seconds=10)
-        tables[index] = exchange_hosts(store, "t", index, world_size, wait, job_attempt=attempt)
+        digest = f"digest{index}"
+        tables[index] = exchange_hosts(
+            store, "t", index, world_size, wait, job_attempt=attempt, digest=digest
+        )
 
     threads = [threading.Thread(target=rank, args=(index,)) for index in (2, 1, 0)]
     for thread in threads:
@@ -61,8 +64,9 @@ def test_every_rank_reads_the_same_table_from_the_store() -> None:
 
     assert len(tables) == world_size
     assert tables[0] == tables[1] == tables[2]
-    assert len(tables[0][0]) == world_size
-    assert tables[0][1] == 2  # the job's attempt: the largest any rank said
+    assert len(tables[0].hosts) == world_size
+    assert tables[0].attempt == 2  # the job's attempt: the largest any rank said
+    assert tables[0].digests == ["digest0", "digest1", "digest2"]
 
 
 def test_a_missing_rank_ends_the_exchange_at_the_timeout() -> None:

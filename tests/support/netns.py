@@ -437,6 +437,26 @@ class VirtualNodes:
         """Bring ``node``'s link to the bridge back up."""
         _ip("-n", self.hub, "link", "set", self._hub_side(node), "up")
 
+    def limit_rate(self, node: int | str, rate: str | None) -> None:
+        """Limit ``node``'s link to ``rate`` (``tc`` syntax: ``20mbit``) each way; None lifts it.
+
+        A token bucket (``tbf``) on both ends of the node's veth pair: this kernel has no
+        netem. The limit goes with the nodes.
+        """
+        ends = ((self.hub, self._hub_side(node)), (self.node(node).netns, INTERFACE))
+        for netns, device in ends:
+            if rate is None:
+                command = ["tc", "-n", netns, "qdisc", "del", "dev", device, "root"]
+            else:
+                shape = ["tbf", "rate", rate, "burst", "64kb", "latency", "100ms"]
+                command = ["tc", "-n", netns, "qdisc", "replace", "dev", device, "root", *shape]
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=SETUP_LIMIT, check=False
+            )
+            if done.returncode != 0 and rate is not None:
+                message = f"{' '.join(command)} failed with status {done.returncode}: {done.stderr}"
+                raise NodesError(message)
+
     def namespace_inode(self, node: int | str) -> int:
         """The inode of ``node``'s network namespace: ``/proc/PID/ns/net`` of its processes."""
         inode = _netns_inode(self.node(node).netns)

@@ -16,6 +16,7 @@ from typing_extensions import assert_type  # typing's from Python 3.11 on
 import helios_pg
 from helios_env import DistributedInfo
 from helios_pg import (
+    AgreementWarning,
     BackendUnavailableError,
     DeviceBindingError,
     Preemption,
@@ -45,6 +46,7 @@ def consume(group: dist.ProcessGroup) -> None:
     )
     assert_type(init(device_id=torch.device("cuda", 0), store=object(), pg_options=None), None)
     assert_type(init(timeout=20, hang_timeout=timedelta(seconds=5)), None)
+    assert_type(init(check_agreement=False), None)
     assert_type(shutdown(), None)
     assert_type(shutdown(group), None)
     with process_group(backend="gloo") as info:
@@ -75,7 +77,8 @@ def consume(group: dist.ProcessGroup) -> None:
         RendezvousConfigError,
     ]
     runtime_error: type[RuntimeError] = ProcessGroupInitError
-    print(errors, value_errors, runtime_error)
+    warning: type[UserWarning] = AgreementWarning
+    print(errors, value_errors, runtime_error, warning)
     assert_type(helios_pg.__all__, list[str])
 
 
@@ -84,5 +87,6 @@ def misuse() -> None:
     init("gloo")  # type: ignore[call-arg]
     init(world_size="2")  # type: ignore[arg-type]
     init(timeout="20")  # type: ignore[arg-type]
+    init(check_agreement="no")  # type: ignore[arg-type]
     init_dist(rank="0", world_size=2)  # type: ignore[arg-type]
     preemption(signals=1.5)  # type: ignore[arg-type]

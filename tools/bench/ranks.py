@@ -33,9 +33,17 @@ from helios_collectives import (
     gather_uneven,
 )
 from tests.support.procs import free_port, launcher_variables, plain_environment
+from tools.bench.agreement import on_ranks_agreement
 from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
 
-__all__ = ["on_ranks", "on_ranks_collectives", "on_ranks_preemption", "on_ranks_scale", "plugin"]
+__all__ = [
+    "on_ranks",
+    "on_ranks_agreement",
+    "on_ranks_collectives",
+    "on_ranks_preemption",
+    "on_ranks_scale",
+    "plugin",
+]
 
 _TESTS = """
 from datetime import timedelta

@@ -36,9 +36,9 @@ def corrupted(check: Check) -> Check:
 
 
 def slow(emit: Callable[..., None]) -> Callable[..., None]:
-    def late(*args: Any) -> None:
+    def late(*args: Any, **kwargs: Any) -> None:
         time.sleep(float(os.environ.get("HELIOS_TEST_SLOW_REPORT", "0")))
-        emit(*args)
+        emit(*args, **kwargs)
 
     return late
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from helios_env._errors import LauncherEnvError
+from helios_env._fingerprint import fingerprint
 from helios_env._resolve import inspect_environment
 
 __all__ = ["main"]
@@ -60,8 +61,13 @@ def main(
             print(json.dumps(problem, indent=2), file=out)
         print(f"helios-env: invalid environment: {exc}", file=err)
         return EXIT_INVALID
+    # What helios_pg.init compares across ranks; it adds torch's CUDA and NCCL versions,
+    # the backend and the device type, which only a process with torch knows.
+    shown = fingerprint(environ=environ)
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2), file=out)
+        print(json.dumps({**report.as_dict(), "fingerprint": shown.as_dict()}, indent=2), file=out)
     else:
         print(report.format(), file=out)
+        print("  fingerprint (what helios_pg.init compares across ranks)", file=out)
+        print(shown.format("    "), file=out)
     return 0

@@ -15,6 +15,9 @@ Hierarchy::
         └── JoinTimeoutError        (private) not every rank counted in at the store;
                                     init turns it into a ProcessGroupInitError that
                                     says how many did
+    UserWarning
+    └── AgreementWarning            the ranks' settings differ (NCCL_*, GLOO_*, ...):
+                                    init warns once, from rank 0
 
 All are raised before any network activity, except ``ProcessGroupInitError``. torch's
 own errors become these in one place, by type (``helios_pg._torch_errors``): its
@@ -25,6 +28,7 @@ becomes ``RendezvousConfigError``, the rest ``ProcessGroupInitError``.
 from __future__ import annotations
 
 __all__ = [
+    "AgreementWarning",
     "BackendUnavailableError",
     "DeviceBindingError",
     "JoinTimeoutError",
@@ -50,6 +54,15 @@ class RendezvousConfigError(ValueError):
 
 class ProcessGroupInitError(RuntimeError):
     """torch.distributed could not create the process group; the cause is chained."""
+
+
+class AgreementWarning(UserWarning):
+    """The ranks' settings differ: a variable such as ``NCCL_SOCKET_IFNAME`` by node.
+
+    ``init`` warns once, from rank 0, naming each variable and the groups of ranks
+    with each value. Ranks that run different software (Python, torch, helios, the
+    main script) are an error instead: a ``ProcessGroupInitError`` on every rank.
+    """
 
 
 class JoinTimeoutError(ProcessGroupInitError):

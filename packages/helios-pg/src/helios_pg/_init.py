@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import torch
@@ -15,6 +16,8 @@ from torch._C._distributed_c10d import HashStore, PrefixStore
 
 from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
 from helios_env._layout import Layout, forget_layout
+from helios_pg._agreement import enabled as agreement_enabled
+from helios_pg._agreement import own_fingerprint
 from helios_pg._attempt import Attempt
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
@@ -96,6 +99,7 @@ def init(
     device_id: torch.device | int | None = None,
     report_failures: bool = True,
     hang_timeout: Timeout | None = None,
+    check_agreement: bool = True,
 ) -> None:
     """Initialize the default process group and bind the rank-local CUDA device.
 
@@ -145,6 +149,11 @@ def init(
             the ranks grouped by place, and the ranks that are elsewhere are named as the
             culprits (also in torchrun's error file). ``HELIOS_HANG_TIMEOUT`` when
             omitted; off when neither is set. Until :func:`shutdown`.
+        check_agreement: Compare the ranks' Python, torch, helios versions, backend,
+            device type, main script and backend settings (``NCCL_*``, ``GLOO_*``...)
+            before the group is used: software that differs is a
+            ``ProcessGroupInitError`` on every rank, settings that differ one
+            ``AgreementWarning`` from rank 0. ``HELIOS_AGREEMENT_CHECK=0`` turns it off.
 
     Raises:
         helios_env.LauncherEnvError: A launcher variable is malformed (a ``ValueError``).
@@ -159,8 +168,8 @@ def init(
             positive and finite (a ``ValueError``).
         TypeError: A timeout is neither a number nor a ``timedelta``.
         ProcessGroupInitError: torch.distributed is unavailable, the rendezvous port is
-            taken, the store serves another job, or PyTorch could not create the group
-            (a ``RuntimeError``; the cause is chained).
+            taken, the store serves another job, the ranks run different software, or
+            PyTorch could not create the group (a ``RuntimeError``; the cause is chained).
 
     Example::
 
@@ -199,6 +208,8 @@ def init(
         timeout=timeout,
         init_method=init_method,
     )
+    checks = not direct_single and agreement_enabled(check_agreement)
+    agreement = partial(own_fingerprint, attempt.backend, device) if checks else None
 
     env_store: EnvStore | None = None
     layout: Layout | None = None
@@ -217,7 +228,7 @@ def init(
         meeting = find_meeting(report, attempt.rank, attempt.world_size, need_rank=need_rank)
         attempt = replace(attempt, meeting=meeting)
         env_store = connect_env(attempt)
-        layout = prepare_nodes(report, env_store, attempt)
+        layout = prepare_nodes(report, env_store, attempt, agreement)
         kwargs.update(
             store=PrefixStore("default_pg", env_store.store),
             rank=attempt.rank,
@@ -242,7 +253,7 @@ def init(
             kwargs.clear()
             raise
     if not direct_single and attempt.meeting is None:  # init_method or store: ask the group
-        layout = learn_after_init(report, attempt)
+        layout = learn_after_init(report, attempt, agreement)
     after_init(layout, attempt.meeting, env_store, report_failures=report_failures, hang=hang)
 
 
@@ -290,6 +301,7 @@ def process_group(
     device_id: torch.device | int | None = None,
     report_failures: bool = True,
     hang_timeout: Timeout | None = None,
+    check_agreement: bool = True,
 ) -> Iterator[DistributedInfo]:
     """Run a block inside an initialized default process group.
 
@@ -308,6 +320,7 @@ def process_group(
         device_id: See :func:`init`.
         report_failures: See :func:`init`.
         hang_timeout: See :func:`init`.
+        check_agreement: See :func:`init`.
 
     Yields:
         The ``DistributedInfo`` of this process, read from the live group.
@@ -330,6 +343,7 @@ def process_group(
         device_id=device_id,
         report_failures=report_failures,
         hang_timeout=hang_timeout,
+        check_agreement=check_agreement,
     )
     try:
         yield get_dist_info()

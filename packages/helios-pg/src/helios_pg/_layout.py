@@ -7,40 +7,54 @@ rank writes its host name, rank 0 reads them all and publishes the list, every r
 reads that one key. The ranks of rank 0's host form node 0, the next new host node
 1, and so on, in rank order. :func:`prepare_nodes` does it before the group forms, then
 has gloo's interface chosen for the nodes found; with ``init_method`` or ``store``,
-:func:`learn_after_init` does it through the store of the group that formed.
+:func:`learn_after_init` does it through the store of the group that formed. When init
+checks that the ranks agree, each rank's fingerprint digest rides in the same entry
+(:mod:`helios_pg._agreement`), and the exchange runs also where the layout is known.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch.distributed as dist
 
 from helios_env import EnvironmentReport
+from helios_env._fingerprint import Fingerprint
 from helios_env._layout import Layout
+from helios_env._sources import ASSUMED
+from helios_pg._agreement import settle
 from helios_pg._attempt import Attempt
-from helios_pg._interface import bind_gloo
+from helios_pg._errors import ProcessGroupInitError
+from helios_pg._interface import bind_gloo, release_gloo
 from helios_pg._rendezvous import EnvStore
+from helios_pg._store_wait import wait_for_keys
+from helios_pg._torch import destroy_without_deadlock
 from helios_pg._torch_errors import Step, map_torch_errors
 
-__all__ = ["exchange_hosts", "layout_of", "learn_after_init", "prepare_nodes", "wants_hosts"]
+__all__ = [
+    "Roll",
+    "exchange_hosts",
+    "layout_of",
+    "learn_after_init",
+    "prepare_nodes",
+    "wants_hosts",
+]
 
-_POLL_LIMIT = 0.05
 
+class Roll(NamedTuple):
+    """What every rank said in the exchange, by rank."""
 
-def _wait(store: Any, keys: list[str], deadline: float, what: str) -> None:
-    delay = 0.001
-    while not store.check(keys):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            message = f"{what} did not arrive at the rendezvous store in time"
-            raise TimeoutError(message)
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, _POLL_LIMIT)
+    hosts: list[str]
+    """Each rank's host name."""
+    attempt: int
+    """The largest attempt any rank's launcher variables said."""
+    digests: list[str]
+    """Each rank's fingerprint digest; empty where a rank does not check agreement."""
 
 
 def exchange_hosts(
@@ -51,8 +65,9 @@ def exchange_hosts(
     timeout: timedelta,
     *,
     job_attempt: int = 0,
-) -> tuple[list[str], int]:
-    """Return every rank's host name, in rank order, and the job's attempt.
+    digest: str = "",
+) -> Roll:
+    """Return every rank's host name, attempt and fingerprint digest, in rank order.
 
     Args:
         store: The group's rendezvous store (every rank's, the same keys).
@@ -61,26 +76,31 @@ def exchange_hosts(
         world_size: The number of ranks.
         timeout: How long to wait for the others.
         job_attempt: The attempt this rank's launcher variables say.
+        digest: This rank's fingerprint digest; empty when it does not check agreement.
 
     Returns:
-        The host names, one per rank, and the largest attempt any rank said.
+        The host names and digests, one per rank, and the largest attempt any rank said.
 
     Raises:
         TimeoutError: A rank did not write its name, or rank 0 its list, in time.
     """
     deadline = time.monotonic() + timeout.total_seconds()
-    store.set(f"{prefix}/host/{rank}", f"{socket.gethostname()}\t{job_attempt}")
+    store.set(f"{prefix}/host/{rank}", f"{socket.gethostname()}\t{job_attempt}\t{digest}")
     table = f"{prefix}/hosts"
     if rank == 0:
         keys = [f"{prefix}/host/{index}" for index in range(world_size)]
-        _wait(store, keys, deadline, "the host names of every rank")
+        wait_for_keys(store, keys, deadline, "the host names of every rank")
         lines = [bytes(store.get(key)).decode(errors="replace") for key in keys]
         store.set(table, "\n".join(lines))
     else:
-        _wait(store, [table], deadline, "rank 0's table of host names")
+        wait_for_keys(store, [table], deadline, "rank 0's table of host names")
         lines = bytes(store.get(table)).decode(errors="replace").split("\n")
-    entries = [line.rpartition("\t") for line in lines]
-    return [host for host, _, _ in entries], max(int(count or 0) for _, _, count in entries)
+    entries = [(*line.split("\t"), "", "")[:3] for line in lines]
+    return Roll(
+        [host for host, _, _ in entries],
+        max(int(count or 0) for _, count, _ in entries),
+        [found for _, _, found in entries],
+    )
 
 
 def layout_of(hosts: list[str], rank: int) -> Layout:
@@ -106,6 +126,14 @@ def layout_of(hosts: list[str], rank: int) -> Layout:
     )
 
 
+def _unknown(report: EnvironmentReport, world_size: int) -> bool:
+    """Whether no variable says the layout: its node, node count or local size."""
+    info = report.info
+    if info.node_rank is None or info.num_nodes is None or info.world_size != world_size:
+        return True
+    return report.sources.get("local_world_size", "").startswith(ASSUMED)
+
+
 def wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> bool:
     """Whether this init must learn the ranks' hosts.
 
@@ -123,24 +151,52 @@ def wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> boo
     """
     if world_size == 1:
         return False
-    if report.info.node_rank is None or report.info.world_size != world_size:
-        return True
-    if report.sources.get("local_world_size") == "assumed: one node":
+    if _unknown(report, world_size):
         return True
     return "gloo" in backend.lower()
 
 
-def _learn(store: Any, prefix: str, attempt: Attempt, job_attempt: int) -> Layout:
+def _exchange(
+    store: Any,
+    prefix: str,
+    attempt: Attempt,
+    report: EnvironmentReport,
+    agreement: Callable[[], Fingerprint] | None,
+    *,
+    wanted: bool,
+) -> Layout | None:
+    """Exchange hosts and digests; check agreement if asked; the layout if ``wanted``."""
     rank, world_size = attempt.rank, attempt.world_size
+    mine = agreement() if agreement is not None else None
+    digest = mine.digest if mine is not None else ""
     with map_torch_errors(attempt, Step.EXCHANGE):
-        hosts, largest = exchange_hosts(
-            store, prefix, rank, world_size, attempt.wait, job_attempt=job_attempt
+        roll = exchange_hosts(
+            store,
+            prefix,
+            rank,
+            world_size,
+            attempt.wait,
+            job_attempt=report.info.attempt,
+            digest=digest,
         )
-    return replace(layout_of(hosts, rank), attempt=largest)
+        if mine is not None:
+            settle(
+                store,
+                prefix,
+                rank,
+                hosts=roll.hosts,
+                digests=roll.digests,
+                mine=mine,
+                wait=attempt.wait,
+            )
+    return replace(layout_of(roll.hosts, rank), attempt=roll.attempt) if wanted else None
 
 
 def prepare_nodes(
-    report: EnvironmentReport, env_store: EnvStore, attempt: Attempt
+    report: EnvironmentReport,
+    env_store: EnvStore,
+    attempt: Attempt,
+    agreement: Callable[[], Fingerprint] | None = None,
 ) -> Layout | None:
     """Learn the layout where needed, then choose gloo's interface, before the group forms.
 
@@ -149,40 +205,62 @@ def prepare_nodes(
         env_store: The store every rank reached.
         attempt: What init knows, with the meeting point; each rank waits
             ``attempt.wait`` for the others' host names.
+        agreement: What builds this rank's fingerprint, when init checks agreement:
+            built once every rank reached the store, it rides the exchange of host
+            names, which then runs also where the layout is known.
 
     Returns:
         This rank's layout, or None where :func:`wants_hosts` needs no exchange.
+
+    Raises:
+        ProcessGroupInitError: The ranks run different software (a name of
+            :data:`helios_env._fingerprint.MUST_AGREE` differs).
     """
     assert attempt.meeting is not None  # the store was reached there
     layout = None
-    if wants_hosts(report, attempt.backend, attempt.world_size):
+    wanted = wants_hosts(report, attempt.backend, attempt.world_size)
+    if wanted or (agreement is not None and attempt.world_size > 1):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        layout = _learn(env_store.store, prefix, attempt, report.info.attempt)
+        layout = _exchange(env_store.store, prefix, attempt, report, agreement, wanted=wanted)
     num_nodes = layout.num_nodes if layout else report.num_nodes
     bind_gloo(attempt.backend, attempt.meeting.addr, num_nodes)
     return layout
 
 
-def learn_after_init(report: EnvironmentReport, attempt: Attempt) -> Layout | None:
+def learn_after_init(
+    report: EnvironmentReport,
+    attempt: Attempt,
+    agreement: Callable[[], Fingerprint] | None = None,
+) -> Layout | None:
     """Learn the layout through the store of a group formed with init_method or store.
 
     Args:
         report: What ``helios_env`` found in the environment.
         attempt: What init knows; each rank waits ``attempt.wait`` for the others'
             host names, and is named by its rank in the group that formed.
+        agreement: What builds this rank's fingerprint, when init checks agreement, as
+            for :func:`prepare_nodes`.
 
     Returns:
         This rank's layout, or None when the environment already says it (or the
         group has no store to exchange through).
+
+    Raises:
+        ProcessGroupInitError: The ranks run different software.
     """
     world_size = dist.get_world_size()
-    unknown = report.info.node_rank is None or report.info.world_size != world_size
-    assumed = report.sources.get("local_world_size") == "assumed: one node"
+    wanted = _unknown(report, world_size)
     getter = getattr(dist.distributed_c10d, "_get_default_store", None)
-    if world_size == 1 or not (unknown or assumed) or getter is None:
+    if world_size == 1 or not (wanted or agreement is not None) or getter is None:
         return None
     store = getter()
     formed = replace(attempt, rank=dist.get_rank(), world_size=world_size)
     with map_torch_errors(formed, Step.EXCHANGE):
         generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
-    return _learn(store, f"helios_pg/layout/{generation}", formed, report.info.attempt)
+    prefix = f"helios_pg/layout/{generation}"
+    try:
+        return _exchange(store, prefix, formed, report, agreement, wanted=wanted)
+    except ProcessGroupInitError:
+        destroy_without_deadlock()  # the ranks disagree: the group goes before the error
+        release_gloo()
+        raise

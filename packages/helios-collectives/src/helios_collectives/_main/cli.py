@@ -1,11 +1,13 @@
 """``python -m helios_collectives``: check and benchmark a distributed setup.
 
 Run plainly it uses world size one (a local store, no rendezvous port); under torchrun it
-uses every process and node. It reports the environment as helios-env sees it and
-each rank's device binding, verifies every collective against values computed
-locally (naming any rank whose result differs), and measures latency and bandwidth of
-all-reduce and all-gather over a sweep of message sizes. Rank 0 prints; progress goes
-to stderr.
+uses every process and node. It reports the environment as helios-env sees it, whether
+every rank runs the same software and settings, and each rank's device binding,
+verifies every collective against values computed locally (naming any rank whose
+result differs), measures point-to-point latency and bandwidth between every pair of
+nodes (naming the slowest link and the node common to the slow links), and measures
+latency and bandwidth of all-reduce and all-gather over a sweep of message sizes. Rank
+0 prints; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -27,8 +29,12 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._errors import SizeSpecError
+from helios_collectives._main.consistency import Consistency, gather_consistency
+from helios_collectives._main.link_report import Links
+from helios_collectives._main.links import measure_links
 from helios_collectives._main.sizes import format_bytes, parse_sizes
 from helios_collectives._main.sweep import SweepPoint, run_sweep
+from helios_collectives._main.table import table
 from helios_collectives._main.verify import CheckResult, run_checks
 from helios_collectives._objects import gather_objects
 from helios_env import (
@@ -51,8 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m helios_collectives",
         description=(
-            "Check and benchmark a distributed setup: environment, device binding, the "
-            "result of every collective, and all-reduce / all-gather latency and bandwidth. "
+            "Check and benchmark a distributed setup: environment, agreement of the ranks, "
+            "device binding, the result of every collective, point-to-point links between "
+            "nodes, and all-reduce / all-gather latency and bandwidth. "
             "Run plainly (world size one) or under torchrun. Exit status 1 when a check "
             "fails, 2 for a bad argument or environment."
         ),
@@ -76,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="process-group timeout in seconds"
     )
-    parser.add_argument("--no-bench", action="store_true", help="run the checks only")
+    parser.add_argument(
+        "--no-bench", action="store_true", help="run the checks only: no links, no sweep"
+    )
     return parser
 
 
@@ -98,40 +107,32 @@ def _binding(device: torch.device, info: DistributedInfo) -> dict[str, Any]:
     }
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
 def _print_text(
     out: TextIO,
     env_text: str,
+    *,
+    sections: tuple[Consistency, Links | None],
     bindings: list[dict[str, Any]],
     checks: list[CheckResult],
     points: list[SweepPoint],
 ) -> None:
+    consistency, links = sections
     print(env_text, file=out)
+    print(f"\n{consistency.format()}", file=out)
     print("\ndevice binding", file=out)
     rows = [
         [str(b["rank"]), str(b["local_rank"]), b["host"], str(b["pid"]), b["device"], b["backend"]]
         for b in bindings
     ]
-    print(_table(["rank", "local", "host", "pid", "device", "backend"], rows, {0, 1, 3}), file=out)
+    print(table(["rank", "local", "host", "pid", "device", "backend"], rows, {0, 1, 3}), file=out)
     print("\ncollective checks", file=out)
     for result in checks:
         verdict = "ok" if result.passed else "FAILED"
         print(f"  {verdict:<6}  {result.name}", file=out)
         for rank, why in sorted(result.failures.items()):
             print(f"          rank {rank}: {why}", file=out)
+    if links is not None:
+        print(f"\n{links.format()}", file=out)
     if points:
         world = max(len(bindings), 1)  # one binding per rank
         ranks = "1 rank" if world == 1 else f"{world} ranks"
@@ -149,25 +150,37 @@ def _print_text(
             for p in points
         ]
         headers = ["operation", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"]
-        print(_table(headers, rows, {1, 2, 3, 4}), file=out)
+        print(table(headers, rows, {1, 2, 3, 4}), file=out)
 
 
 def _emit(
     json_target: str | None,
     report: EnvironmentReport,
+    *,
+    sections: tuple[Consistency, Links | None],
     bindings: list[dict[str, Any]],
     checks: list[CheckResult],
     points: list[SweepPoint],
 ) -> None:
-    passed = all(c.passed for c in checks)
+    consistency, links = sections
+    passed = all(c.passed for c in checks) and not consistency.software_differs
     if json_target is None:
-        _print_text(sys.stdout, report.format(), bindings, checks, points)
+        _print_text(
+            sys.stdout,
+            report.format(),
+            sections=sections,
+            bindings=bindings,
+            checks=checks,
+            points=points,
+        )
     else:
         data = {
             "ok": passed,
             "environment": report.as_dict(),
+            "consistency": consistency.as_dict(),
             "bindings": bindings,
             "checks": [asdict(c) for c in checks],
+            "links": None if links is None else links.as_dict(),
             "benchmark": [asdict(p) for p in points],
             # One rank moves nothing: its bandwidth is a local copy's (LOCAL_COPY).
             "local_copy": len(bindings) == 1,
@@ -179,6 +192,7 @@ def _emit(
             Path(json_target).write_text(text + "\n", encoding="utf-8")
     if not passed:
         failed = [c.name for c in checks if not c.passed]
+        failed += ["consistency"] if consistency.software_differs else []
         print(f"helios-collectives: FAILED checks: {', '.join(failed)}", file=sys.stderr)
 
 
@@ -224,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = local_device()
         report = inspect_environment()
         bindings = gather_objects(_binding(device, report.info))
+        consistency = gather_consistency(device)
         if progress:
             print("helios-collectives: verifying collectives", end="", file=progress, flush=True)
         try:
@@ -232,14 +247,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             if progress:
                 print("\r\033[K", end="", file=progress, flush=True)  # the line goes
         points: list[SweepPoint] = []
+        links = None
         if not args.no_bench:
+            links = measure_links(consistency.hosts, device)
             points = run_sweep(
                 sizes, device=device, iters=args.iters, warmup=args.warmup, progress=progress
             )
-        passed = all(c.passed for c in checks)
+        passed = all(c.passed for c in checks) and not consistency.software_differs
         try:
             if rank == 0:
-                _emit(args.json, report, bindings, checks, points)
+                _emit(
+                    args.json,
+                    report,
+                    sections=(consistency, links),
+                    bindings=bindings,
+                    checks=checks,
+                    points=points,
+                )
         finally:
             if not passed:
                 # Every rank has the same verdict. A rank that exits non-zero makes

@@ -23,7 +23,7 @@ from helios_collectives._main.sizes import format_bytes
 from helios_collectives._reduce import all_reduce_tensors
 from helios_collectives._safe_barrier import safe_barrier
 
-__all__ = ["SweepPoint", "bus_factor", "run_sweep"]
+__all__ = ["SweepPoint", "bus_factor", "run_sweep", "synchronize"]
 
 OPERATIONS = ("all_reduce", "all_gather")
 
@@ -65,7 +65,8 @@ def bus_factor(operation: str, world_size: int) -> float:
     return (n - 1) / n
 
 
-def _sync(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (a CUDA device); nothing on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -73,12 +74,12 @@ def _sync(device: torch.device) -> None:
 def _timed(op: Callable[[], object], device: torch.device, *, iters: int, warmup: int) -> float:
     for _ in range(warmup):
         op()
-    _sync(device)
+    synchronize(device)
     safe_barrier()
     start = time.perf_counter()
     for _ in range(iters):
         op()
-    _sync(device)
+    synchronize(device)
     elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
     # The slowest rank sets the pace.
     elapsed = elapsed.to(device)
