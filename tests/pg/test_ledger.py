@@ -92,3 +92,15 @@ def test_a_thread_that_died_names_the_culprit_only_where_nothing_else_stands() -
     first = failures.first(0.05)
     assert first is not None
     assert first.rank == 1  # the rank whose own code failed, though published later
+
+
+def test_a_thread_that_died_first_explains_its_own_rank_failure() -> None:
+    failures = ledger()
+    line = "rank 1 on a failed: RuntimeError: x (in thread loader)"
+    failures.publish(rank=1, line=line, timestamp=1, kind="thread")
+    failures.publish(rank=1, line="rank 1 on a failed: SystemExit: 3", timestamp=2, kind="own")
+
+    first = failures.first(0.05)
+
+    assert first is not None
+    assert (first.rank, first.kind) == (1, "thread")

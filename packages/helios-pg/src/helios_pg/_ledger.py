@@ -94,7 +94,8 @@ class Ledger:
     def first(self, wait: float) -> Entry | None:
         """The culprit, waiting up to ``wait`` seconds for one to be published.
 
-        The first rank's own failure standing, in the store's order; else the first
+        The first rank's own failure standing, in the store's order (or the death of one
+        of that rank's threads before it, which explains it); else the first
         hang standing, or the death of a thread of its culprit's, which explains it;
         else the first thread that died (a thread may die while its rank goes on). An
         entry whose number is taken but whose text is not yet written is waited for,
@@ -116,7 +117,9 @@ class Ledger:
                     continue
                 entry = _entry(number, self.store.get(key))
                 if entry.kind == "own":
-                    return entry
+                    # A thread of the same rank that died before explains its failure.
+                    died = [e for e in standing if e.kind == "thread" and e.rank == entry.rank]
+                    return died[0] if died else entry
                 standing.append(entry)
             if late:
                 return _provisional(standing)
