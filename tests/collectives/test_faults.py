@@ -16,7 +16,7 @@ import torch
 
 from helios_collectives import BarrierTimeoutError, all_reduce_tensors, barrier, safe_barrier
 from helios_env import DistributedInfo
-from helios_pg._peer import is_peer_failure
+from helios_pg._reports._peer import is_peer_failure
 from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT
 from tests.collectives.on_ranks import barrier_late
 from tests.support.groups import run_scenarios

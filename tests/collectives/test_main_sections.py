@@ -9,8 +9,8 @@ import pytest
 from helios_collectives._main.consistency import Consistency
 from helios_collectives._main.link_report import Link, Links, format_rate
 from helios_collectives._main.links import endpoints, rounds
+from helios_env._differences import differences, group_ranks
 from helios_env._fingerprint import Fingerprint
-from helios_pg._differences import differences, group_ranks
 
 NODES = ["node1", "node2", "node3"]
 

@@ -22,7 +22,7 @@ from helios_collectives import (
 )
 from helios_collectives._objects import INLINE
 from helios_env import DistributedInfo
-from helios_pg._peer import is_peer_failure
+from helios_pg._reports._peer import is_peer_failure
 from tests.collectives.conftest import GROUP_TIMEOUT
 
 WORLD = 3

@@ -34,7 +34,7 @@ from helios_collectives import (
     gather_uneven,
     safe_barrier,
 )
-from helios_collectives._torch import BARRIER_TAKES_TIMEOUT, gather_function_name
+from helios_collectives._torch_api import BARRIER_TAKES_TIMEOUT, gather_function_name
 
 GATHER = gather_function_name(dist)  # the gather torch offers: all_gather_single where it can
 

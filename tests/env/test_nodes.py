@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helios_env import get_dist_info, get_local_rank, get_local_world_size, inspect_environment
-from helios_env._layout import LEARNED, Layout, forget_layout, learned_layout, record_layout
+from helios_env._learned import LEARNED, Layout, forget_layout, learned_layout, record_layout
 from helios_env._rendezvous import _hydra_control
 from tests.env.launchers import LiveGroup, hand_set_env, open_mpi_env, set_environ, slurm_env
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helios_env import Launcher
-from helios_pg import _mpi
+from helios_pg._setup import _mpi
 from tests.support.mpi import run_mpich, run_openmpi
 from tests.support.procs import REPO_ROOT, Finished, results
 from tests.support.slurm import require

@@ -16,19 +16,19 @@ import pytest
 from torch._C._distributed_c10d import HashStore
 
 from helios_env import inspect_environment
-from helios_env._fingerprint import Fingerprint
-from helios_pg import AgreementWarning, ProcessGroupInitError
-from helios_pg._agreement import VARIABLE, enabled, own_fingerprint, settle
-from helios_pg._attempt import Attempt
-from helios_pg._differences import (
+from helios_env._differences import (
     differences,
     disagreement_message,
     ranks_on,
     settings_message,
     span,
 )
-from helios_pg._layout import exchange_hosts, prepare_nodes
-from helios_pg._rendezvous import EnvStore, Meeting
+from helios_env._fingerprint import Fingerprint
+from helios_pg import AgreementWarning, ProcessGroupInitError
+from helios_pg._setup._agreement import VARIABLE, enabled, own_fingerprint, settle
+from helios_pg._setup._call import Attempt
+from helios_pg._setup._nodes import exchange_hosts, prepare_nodes
+from helios_pg._setup._store import EnvStore, Meeting
 from tests.env.launchers import torchrun_env
 from tests.support.procs import base_env, free_port, launcher_variables, results, run_processes
 

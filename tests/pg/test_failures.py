@@ -18,9 +18,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helios_pg import _failure, init, shutdown
-from helios_pg._error_file import write_error_file
-from helios_pg._peer import is_peer_failure
+from helios_pg import init, shutdown
+from helios_pg._reports import _reporter
+from helios_pg._reports._error_file import write_error_file
+from helios_pg._reports._peer import is_peer_failure
 from tests.pg.torchrun_jobs import names_culprit, root_cause, run_jobs
 from tests.support.procs import Finished
 
@@ -217,23 +218,23 @@ def test_installing_twice_and_removing_restores_the_hooks() -> None:
     import sys
 
     before, before_thread = sys.excepthook, threading.excepthook
-    _failure.install(0, None, "")
-    _failure.install(0, None, "")
+    _reporter.install(0, None, "")
+    _reporter.install(0, None, "")
     assert sys.excepthook is not before
-    _failure.uninstall()
+    _reporter.uninstall()
     assert (sys.excepthook, threading.excepthook) == (before, before_thread)
-    assert _failure.active() is None
+    assert _reporter.active() is None
 
 
 @pytest.fixture(autouse=True)
 def _no_reporter_left() -> Iterator[None]:
     yield
-    _failure.uninstall()
+    _reporter.uninstall()
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_thread_that_exits_is_no_failure() -> None:
-    reporter = _failure.install(0, None, "")
+    reporter = _reporter.install(0, None, "")
     assert reporter is not None
     thread = threading.Thread(target=sys.exit, args=(0,))
     thread.start()
@@ -244,9 +245,9 @@ def test_a_thread_that_exits_is_no_failure() -> None:
 
 def test_shutdown_after_torch_destroyed_the_group_still_removes_the_reporter() -> None:
     init()
-    assert sys.excepthook is _failure._excepthook
+    assert sys.excepthook is _reporter._excepthook
     dist.destroy_process_group()
     shutdown()
 
-    assert sys.excepthook is not _failure._excepthook  # torch's own hook may stay
-    assert _failure.active() is None
+    assert sys.excepthook is not _reporter._excepthook  # torch's own hook may stay
+    assert _reporter.active() is None

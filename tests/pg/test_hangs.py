@@ -16,18 +16,19 @@ import threading
 import time
 import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from helios_pg import RendezvousConfigError, _watchdog, init, shutdown
-from helios_pg._hang_settings import hang_timeout_from
-from helios_pg._issued import IssuedWork, Place, hooks_supported
-from helios_pg._verdict import decide
-from helios_pg._watchdog import Watchdog
-from helios_pg._wrappers import COLLECTIVES, wrap
+from helios_pg import RendezvousConfigError, init, shutdown
+from helios_pg._reports import _watchdog
+from helios_pg._reports._hang_settings import hang_timeout_from
+from helios_pg._reports._issued import IssuedWork, Place, hooks_supported
+from helios_pg._reports._records import Answer
+from helios_pg._reports._verdict import decide
+from helios_pg._reports._watchdog import Watchdog
+from helios_pg._reports._wrappers import COLLECTIVES, wrap
 from tests.pg.torchrun_jobs import names_culprit, root_cause, run_jobs
 from tests.support.procs import Finished
 
@@ -157,11 +158,11 @@ def test_the_collectives_are_wrapped_only_while_the_watchdog_runs() -> None:
     assert "helios-hang-watchdog" not in {t.name for t in sys.modules["threading"].enumerate()}
 
 
-def answer(where: str, seq: int | None) -> dict[str, Any]:
+def answer(where: str, seq: int | None) -> Answer:
     op = where.split()[1] if seq is not None else None
     group = where.split(" on ")[1].split(" at ", maxsplit=1)[0] if " on " in where else ""
     since = None if seq is None else 100.0 + seq
-    return {"where": where, "op": op, "group": group, "seq": seq, "since": since}
+    return Answer(rank=-1, where=where, op=op, group=group, seq=seq, since=since)
 
 
 @pytest.mark.parametrize(
@@ -219,14 +220,14 @@ def answer(where: str, seq: int | None) -> dict[str, Any]:
 )
 @pytest.mark.parametrize("caller", [0, 1, 2])
 def test_the_culprits_are_never_a_rank_that_waits(
-    tmp_path: Path, answers: dict[int, dict[str, Any]], culprits: list[int], caller: int
+    tmp_path: Path, answers: dict[int, Answer], culprits: list[int], caller: int
 ) -> None:
     world_size = max(*answers, 1) + 1
     caller = caller if caller in answers else min(answers)  # the caller always answers
     _, found, began = decide(answers, caller=caller, world_size=world_size, directory=tmp_path)
 
     assert found == culprits
-    assert began == min(a["since"] for a in answers.values() if a["since"] is not None)
+    assert began == min(a.since for a in answers.values() if a.since is not None)
 
 
 def test_the_roll_call_line_lists_every_rank_where_it_is(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
 import helios_pg
+import helios_pg._reports._watchdog
 from helios_env import DistributedInfo, LauncherEnvError, get_dist_info
 from helios_pg import (
     ProcessGroupInitError,
@@ -105,7 +106,7 @@ def test_every_timeout_takes_seconds_or_a_timedelta(
 ) -> None:
     given: list[object] = []
     started: list[object] = []
-    create, start = dist.init_process_group, helios_pg._watchdog.start
+    create, start = dist.init_process_group, helios_pg._reports._watchdog.start
 
     def init_process_group(**kwargs: Any) -> None:
         given.append(kwargs["timeout"])
@@ -116,7 +117,7 @@ def test_every_timeout_takes_seconds_or_a_timedelta(
         return start(**kwargs)
 
     monkeypatch.setattr(dist, "init_process_group", init_process_group)
-    monkeypatch.setattr("helios_pg._watchers.start_watchdog", start_watchdog)
+    monkeypatch.setattr("helios_pg._reports._watch.start_watchdog", start_watchdog)
     with process_group(timeout=timeout, hang_timeout=timeout):
         pass
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torch._C._distributed_c10d import HashStore
 
-from helios_pg._layout import Roll, exchange_hosts, layout_of
+from helios_pg._setup._nodes import Roll, exchange_hosts, layout_of
 from tests.support.procs import base_env, free_port, results, run_processes
 
 WORKER = Path(__file__).parent / "workers" / "layout.py"

@@ -7,7 +7,7 @@ import time
 
 from torch._C._distributed_c10d import HashStore
 
-from helios_pg._ledger import Ledger
+from helios_pg._reports._ledger import Ledger
 
 
 def ledger() -> Ledger:

@@ -21,8 +21,8 @@ import torch.distributed as dist
 
 from helios_env import DistributedInfo
 from helios_pg import init, preemption, shutdown
-from helios_pg._preemption import close_all
-from helios_pg._requeue import EXIT_REQUEUE, Requeue
+from helios_pg._preempt._preemption import close_all
+from helios_pg._preempt._requeue import EXIT_REQUEUE, Requeue
 from tests.pg.torchrun_jobs import run_jobs
 from tests.support.procs import Finished, results
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helios_pg._render import HEADLINE_LIMIT, PART_LIMIT, callstack, headline
+from helios_pg._reports._render import HEADLINE_LIMIT, PART_LIMIT, callstack, headline
 
 
 class BrokenStrError(Exception):

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from helios_pg._stackdump import StackDump
+from helios_pg._reports._stackdump import StackDump
 
 
 def test_a_signal_dumps_every_thread_after_the_header(tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ from helios_pg import (
     ProcessGroupInitError,
     RendezvousConfigError,
 )
-from helios_pg._attempt import Attempt
 from helios_pg._errors import JoinTimeoutError
-from helios_pg._rendezvous import Meeting
-from helios_pg._torch_errors import Step, explain_failure, map_torch_errors
+from helios_pg._setup._call import Attempt
+from helios_pg._setup._store import Meeting
+from helios_pg._setup._torch_errors import Step, explain_failure, map_torch_errors
 
 MEETING = Meeting("127.0.0.1", 29999, "MASTER_ADDR", "MASTER_PORT", "a job")
 BUSY = "failed to listen on any local network address ... EADDRINUSE, address already in use"

@@ -40,7 +40,7 @@ def run() -> Measured:
     same all-reduce call, so its ratio is the machine's noise."""
     import torch.distributed as dist
 
-    from helios_collectives._torch import gather_function_name
+    from helios_collectives._torch_api import gather_function_name
 
     runs: dict[str, list[list[dict[str, Any]]]] = {"helios": [], "torch": []}
     with tempfile.TemporaryDirectory(prefix="hb-busbw-") as folder:
@@ -95,7 +95,7 @@ def _bare() -> int:
     import torch.distributed as dist
 
     from helios_collectives._main import cli, sweep
-    from helios_collectives._torch import gather_function_name
+    from helios_collectives._torch_api import gather_function_name
 
     gather, namespace = getattr(dist, gather_function_name(dist)), vars(sweep)
     assert {"all_reduce_tensors", "gather_into_tensor"} <= namespace.keys()

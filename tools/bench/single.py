@@ -118,7 +118,7 @@ def _worker(variant: str, count: int) -> None:
 
     import helios_pg
     from helios_collectives import all_reduce_tensors, gather_into_tensor, safe_barrier
-    from helios_collectives._torch import gather_function_name
+    from helios_collectives._torch_api import gather_function_name
 
     helios_pg.init(backend="gloo", hang_timeout=600 if variant == _WATCHDOG else None)
     t, gather = torch.rand(1), getattr(dist, gather_function_name(dist))

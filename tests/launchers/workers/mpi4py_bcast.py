@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from helios_env import detect_launcher
-from helios_pg._mpi import import_mpi
+from helios_pg._setup._mpi import import_mpi
 from tests.support.worker import report
 
 

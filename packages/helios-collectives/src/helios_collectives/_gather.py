@@ -13,7 +13,7 @@ import torch.distributed as dist
 from helios_collectives._checks import check_tensor
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import require_group
-from helios_collectives._torch import all_gather_flat
+from helios_collectives._torch_api import all_gather_flat
 from helios_collectives._validation import Description, describe_tensors, run_with_problem
 from helios_collectives._validation_switch import validation_enabled, validation_surely_off
 

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import control_device, global_ranks, require_group
-from helios_collectives._torch import all_gather_flat
+from helios_collectives._torch_api import all_gather_flat
 
 __all__ = ["INLINE", "broadcast_object", "gather_objects"]
 

@@ -12,7 +12,7 @@ from helios_collectives._errors import CollectiveArgumentError, CollectiveMismat
 from helios_collectives._group import control_device, global_ranks, require_group
 from helios_collectives._objects import gather_objects
 from helios_collectives._reduce import all_reduce_tensors
-from helios_collectives._torch import all_gather_flat
+from helios_collectives._torch_api import all_gather_flat
 
 __all__ = ["all_reduce_dict"]
 

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from helios_collectives._checks import as_timedelta
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import backend_of, require_group
-from helios_collectives._torch import BARRIER_TAKES_TIMEOUT
+from helios_collectives._torch_api import BARRIER_TAKES_TIMEOUT
 from helios_collectives._validation import Description, exchange
 from helios_collectives._validation_switch import validation_enabled, validation_surely_off
 

@@ -29,7 +29,7 @@ import torch.distributed as dist
 from helios_collectives._checks import positions
 from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
 from helios_collectives._group import control_device, global_ranks
-from helios_collectives._torch import all_gather_flat
+from helios_collectives._torch_api import all_gather_flat
 
 __all__ = [
     "Description",

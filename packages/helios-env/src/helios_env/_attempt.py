@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from helios_env._environ import Getter
 from helios_env._integers import read_int
-from helios_env._layout import Layout
+from helios_env._learned import Layout
 
 __all__ = ["ATTEMPT_VARIABLES", "FIRST_ATTEMPT", "read_attempt"]
 

@@ -19,7 +19,7 @@ from helios_env._detect import FORCE_VARIABLE, detect_with
 from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
 from helios_env._integers import parse_int
 from helios_env._launcher import SPECS, Launcher, LauncherSpec
-from helios_env._layout import learned_layout
+from helios_env._learned import learned_layout
 from helios_env._sources import ASSUMED, DERIVED
 from helios_env._variables import from_variables, live_group, missing
 

@@ -13,7 +13,7 @@ from helios_env._environment_report import EnvironmentReport
 from helios_env._info import DistributedInfo
 from helios_env._interface import gloo_interface
 from helios_env._launcher import SPECS, Launcher
-from helios_env._layout import LEARNED, learned_layout
+from helios_env._learned import LEARNED, learned_layout
 from helios_env._placement import NO_NODES, Nodes, stated_nodes
 from helios_env._rendezvous import derive, read_master
 from helios_env._sources import ASSUMED, ASSUMED_ONE_NODE, DEFAULT, DERIVED, PROCESS_GROUP

@@ -20,7 +20,7 @@ Hierarchy::
                                     init warns once, from rank 0
 
 All are raised before any network activity, except ``ProcessGroupInitError``. torch's
-own errors become these in one place, by type (``helios_pg._torch_errors``): its
+own errors become these in one place, by type (``helios_pg._setup._torch_errors``): its
 ``ValueError`` (an ``init_method`` it refuses, checked before it connects anywhere)
 becomes ``RendezvousConfigError``, the rest ``ProcessGroupInitError``.
 """

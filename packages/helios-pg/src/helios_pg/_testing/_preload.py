@@ -28,7 +28,13 @@ __all__ = ["BASE", "PRELOAD_VARIABLE", "preload", "ready", "torch_stack"]
 
 PRELOAD_VARIABLE = "HELIOS_RANKS_PRELOAD"
 # pytest too: every rank imports the parent's main module (pytest) and the test module.
-BASE = ("torch", "torch.distributed", "pytest", "helios_pg._init", "helios_pg._testing._rank")
+BASE = (
+    "torch",
+    "torch.distributed",
+    "pytest",
+    "helios_pg._setup._lifecycle",
+    "helios_pg._testing._rank",
+)
 
 
 def torch_stack() -> list[str]:

@@ -18,6 +18,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -28,9 +29,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from helios_pg._stackdump import StackDump
+from helios_pg._reports import RankDumpFile
 from helios_pg._testing._processes import own_group
-from helios_pg._testing._rollcall import answer_roll_calls, dump_header, dump_path
+from helios_pg._testing._rollcall import answer_roll_calls
 
 __all__ = ["DIST_INFO", "RankJob", "main", "run", "serve"]
 
@@ -153,9 +154,7 @@ def run(rank: int, job: RankJob) -> Outcome:
     directory = Path(job.directory)
     _redirect(directory, rank)
     # What the parent's SIGUSR1 asks for, when the test runs past its deadline.
-    stacks = StackDump(
-        dump_path(directory, rank), header=dump_header(rank), signal_number=signal.SIGUSR1
-    )
+    stacks = RankDumpFile(directory, rank).open(threading.get_ident(), signal_number=signal.SIGUSR1)
     os.environ.clear()
     os.environ.update(job.environ)
     rank_variables = {"RANK": rank, "WORLD_SIZE": job.world_size, "LOCAL_RANK": rank}

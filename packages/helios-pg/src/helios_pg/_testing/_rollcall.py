@@ -1,14 +1,14 @@
 """The hang watchdog's roll call in a ``ranks`` test, called by the parent at the deadline.
 
-Each rank runs helios-pg's hang watchdog (:mod:`helios_pg._watchdog`) on a store of
-its own, with a timeout it never reaches: the collectives it is in are noted as in any
-watched job, and it never calls the roll itself. When the test runs past its deadline,
+Each rank runs helios-pg's hang watchdog (:mod:`helios_pg._reports`) on a store of its
+own, with a timeout it never reaches: the collectives it is in are noted as in any watched
+job, and it never calls the roll itself. When the test runs past its deadline,
 the parent calls the roll (:func:`call_roll`): every rank that can answers where it is,
 as it would in a job (``in all_reduce #2 at test_x.py:12``, ``in no collective, at
 test_x.py:20``), and the parent groups the answers with the watchdog's own verdict
-(:func:`helios_pg._verdict.decide`) into the report's first line (:func:`hang_line`). A
-rank that cannot answer (its main thread holds the GIL in C) is placed by its
-faulthandler dump, which the parent asks for at the same time (:func:`dump_path`).
+(``helios_pg._reports.decide``) into the report's first line (:func:`hang_line`). A rank that
+cannot answer (its main thread holds the GIL in C) is placed by its faulthandler dump
+(``helios_pg._reports.RankDumpFile``), which the parent asks for at the same time.
 
 The store is a folder, one file a key (:class:`FolderStore`), so the parent needs no
 torch to call the roll.
@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from helios_pg._reports import Answer
 
 __all__ = [
     "FolderStore",
     "answer_roll_calls",
     "call_roll",
-    "dump_header",
-    "dump_path",
     "dump_text",
     "hang_line",
 ]
@@ -42,8 +42,7 @@ _ROUND = f"{_KEY}/0"
 _NEVER = 1e7
 """The watchdog's own timeout, in seconds: beyond any test's deadline."""
 _POLL = 0.05
-_FINISHED = {"where": "finished the test", "seq": None}
-_WATCHDOG = str(Path(__file__).parent.parent / "_watchdog.py")
+_FINISHED = "finished the test"
 
 
 class FolderStore:
@@ -97,24 +96,14 @@ class FolderStore:
             return current if current is not None else expected.encode()
 
 
-def dump_path(directory: Path, rank: int) -> Path:
-    """The file a rank's faulthandler dumps its stacks to, where the verdict looks for it."""
-    return directory / f"rank-{rank}.faulthandler.txt"
-
-
-def dump_header(rank: int) -> str:
-    """The dump's first line, naming the calling thread (the rank's main one) as the watchdog's."""
-    return f"helios: rank {rank}, main thread 0x{threading.get_ident():016x}"
-
-
 def dump_text(directory: Path, rank: int) -> str:
     """A rank's dumped stacks, without the header and the watchdog's thread; empty if none."""
-    try:
-        text = dump_path(directory, rank).read_text(errors="replace")
-    except OSError:
-        return ""
-    threads = text.partition("\n")[2].rstrip().split("\n\n")
-    kept = [part for part in threads if not (part.startswith("Thread ") and _WATCHDOG in part)]
+    from helios_pg._reports import WATCHDOG_SOURCE, RankDumpFile
+
+    _, threads = RankDumpFile(directory, rank).threads()
+    kept = [
+        part for part in threads if not (part.startswith("Thread ") and WATCHDOG_SOURCE in part)
+    ]
     return "\n\n".join(kept)
 
 
@@ -129,15 +118,14 @@ def answer_roll_calls(rank: int, world_size: int, directory: Path) -> None:
         world_size: The number of ranks.
         directory: The test's folder.
     """
-    from helios_pg._hang_settings import DIRECTORY_VARIABLE, SIGNAL_VARIABLE
-    from helios_pg._watchdog import start
+    from helios_pg._reports import DIRECTORY_VARIABLE, SIGNAL_VARIABLE, start_watchdog
 
     # Its reports in the test's folder; no signal of the test's taken over.
     settings = {DIRECTORY_VARIABLE: str(directory / "hang"), SIGNAL_VARIABLE: "none"}
     saved = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)
     try:
-        start(
+        start_watchdog(
             rank=rank,
             world_size=world_size,
             store=FolderStore(directory / "roll"),
@@ -177,19 +165,19 @@ def hang_line(directory: Path, *, running: list[int], world_size: int, wait: flo
         ``helios hang (culprit: rank 1): rank 0 in all_reduce #1 at test_x.py:12; rank 1
         in no collective, at test_x.py:20``, or a line that says why there is none.
     """
-    from helios_pg._verdict import decide
+    from helios_pg._reports import Answer, decide
 
     store = FolderStore(directory / "roll")
     keys = {rank: f"{_ROUND}/answer/{rank}" for rank in running}
     deadline = time.monotonic() + wait
     while not store.check(list(keys.values())) and time.monotonic() < deadline:
         time.sleep(_POLL)
-    answers: dict[int, dict[str, Any]] = {
-        rank: dict(_FINISHED) for rank in range(world_size) if rank not in running
+    answers: dict[int, Answer] = {
+        rank: Answer(rank, _FINISHED) for rank in range(world_size) if rank not in running
     }
     for rank, key in keys.items():
         with contextlib.suppress(OSError, ValueError):
-            answers[rank] = json.loads(store.get(key))
+            answers[rank] = Answer.decode(store.get(key))
     try:
         line, culprits, _ = decide(
             answers, caller=min(running), world_size=world_size, directory=directory

@@ -15,25 +15,23 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore, PrefixStore
 
 from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
-from helios_env._layout import Layout, forget_layout
-from helios_pg._agreement import enabled as agreement_enabled
-from helios_pg._agreement import own_fingerprint
-from helios_pg._attempt import Attempt
+from helios_env._learned import Layout, forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._failure import uninstall as uninstall_reporter
-from helios_pg._hang_settings import hang_timeout_from
-from helios_pg._interface import release_gloo
-from helios_pg._layout import learn_after_init, prepare_nodes
-from helios_pg._meeting import connect_env, find_meeting
-from helios_pg._preemption import close_all as close_preemptions
-from helios_pg._rendezvous import EnvStore
+from helios_pg._preempt._preemption import close_all as close_preemptions
+from helios_pg._reports import hang_timeout_from, stop_reports
+from helios_pg._setup._after_init import after_init
+from helios_pg._setup._agreement import enabled as agreement_enabled
+from helios_pg._setup._agreement import own_fingerprint
+from helios_pg._setup._call import Attempt
+from helios_pg._setup._gloo_interface import release_gloo
+from helios_pg._setup._meeting import connect_env, find_meeting
+from helios_pg._setup._nodes import learn_after_init, prepare_nodes
+from helios_pg._setup._store import EnvStore
+from helios_pg._setup._torch_errors import Step, map_torch_errors
 from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
 from helios_pg._torch import destroy_without_deadlock
-from helios_pg._torch_errors import Step, map_torch_errors
-from helios_pg._watchdog import stop as stop_watchdog
-from helios_pg._watchers import after_init
 
 __all__ = ["init", "process_group", "shutdown"]
 
@@ -273,8 +271,7 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
         # set up goes with the default group.
         forget_layout()
         release_gloo()
-        stop_watchdog()
-        uninstall_reporter()
+        stop_reports()
         close_preemptions()
     if not dist.is_available() or not dist.is_initialized():
         return

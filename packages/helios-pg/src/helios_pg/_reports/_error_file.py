@@ -2,8 +2,8 @@
 
 Under torchrun, ``TORCHELASTIC_ERROR_FILE`` names the file where a worker says why it
 failed; torchrun names as the root cause the failure with the earliest timestamp. The
-failure reporter (``helios_pg._failure``) and the hang watchdog's culprits
-(``helios_pg._watchdog``) write it through :func:`write_error_file`, which leaves alone
+failure reporter (``helios_pg._reports._reporter``) and the hang watchdog's culprits
+(``helios_pg._reports._watchdog``) write it through :func:`write_error_file`, which leaves alone
 a file that ``@record`` wrote. A culprit's file for a hang is provisional: it is
 removed when the hang ends (:func:`retract_hang_file`), or replaced by the rank's own
 failure.

@@ -12,23 +12,20 @@ rank 1 in no collective, at loader.py:42; rank 5 did not answer``).
 
 from __future__ import annotations
 
-import contextlib
-import json
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from helios_pg._ledger import Ledger
+from helios_pg._reports._ledger import Ledger
+from helios_pg._reports._records import Answer, Collective, Verdict
+from helios_pg._reports._stackdump import RankDumpFile
 
 __all__ = ["announce", "decide", "silent"]
 
-_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
-
 
 def decide(
-    answers: dict[int, dict[str, Any]], *, caller: int, world_size: int, directory: Path
+    answers: dict[int, Answer], *, caller: int, world_size: int, directory: Path
 ) -> tuple[str, list[int], float]:
     """Group the answers by where each rank is; name the culprits and when it began.
 
@@ -44,10 +41,10 @@ def decide(
     places: dict[str, list[int]] = {}
     for rank in range(world_size):
         found = answers.get(rank)
-        where = str(found["where"]) if found else silent(directory, rank)
+        where = found.where if found else silent(directory, rank)
         places.setdefault(where, []).append(rank)
     culprits = _culprits(answers, places, world_size)
-    waiting = [float(a["since"]) for a in answers.values() if a.get("seq") is not None]
+    waiting = [a.since for a in answers.values() if a.waiting and a.since is not None]
     began = min(waiting, default=time.time())
     parts = []
     for where, ranks in sorted(places.items(), key=lambda item: item[1][0]):
@@ -57,27 +54,24 @@ def decide(
 
 
 def _culprits(
-    answers: dict[int, dict[str, Any]], places: dict[str, list[int]], world_size: int
+    answers: dict[int, Answer], places: dict[str, list[int]], world_size: int
 ) -> list[int]:
     """Who the hang is on: never a rank that waits for others.
 
     The ranks in no collective (or that did not answer) while others wait in one; where
     every rank is in a collective, those in one that nobody else is in; where no two
     ranks are in the same one, all of them (each waits for a collective no other joins).
-    A collective is its operation and group: the sequence number counts each rank's own
-    calls, and the call site may differ between ranks in the same collective.
+    A collective is its operation and group (:class:`Collective`).
     """
-    waiting = {rank for rank, answer in answers.items() if answer.get("seq") is not None}
+    waiting = {rank for rank, answer in answers.items() if answer.waiting}
     elsewhere = [rank for rank in range(world_size) if rank not in waiting]
     if waiting and elsewhere:
         return elsewhere
     if not waiting:
         return sorted(rank for ranks in places.values() for rank in ranks)
-    collectives: dict[tuple[str, str], list[int]] = {}
+    collectives: dict[Collective, list[int]] = {}
     for rank in sorted(waiting):
-        answer = answers[rank]
-        key = (str(answer.get("op", answer["where"])), str(answer.get("group", "")))
-        collectives.setdefault(key, []).append(rank)
+        collectives.setdefault(answers[rank].collective, []).append(rank)
     alone = [ranks[0] for ranks in collectives.values() if len(ranks) == 1]
     if len(alone) < len(collectives):
         return sorted(alone)
@@ -86,24 +80,12 @@ def _culprits(
 
 def silent(directory: Path, rank: int) -> str:
     """What can be said of a rank that did not answer: its C-level dump, if here."""
-    dump = directory / f"rank-{rank}.faulthandler.txt"
-    with contextlib.suppress(OSError, IndexError):
-        lines = dump.read_text().splitlines()
-        main = lines[0].rsplit(" ", 1)[-1]  # the header start() wrote
-        inside = False
-        for line in lines[1:]:
-            if line.startswith(("Thread ", "Current thread ")):
-                inside = main in line
-            match = _FRAME.match(line) if inside else None
-            if match is not None:
-                name, number, function = match.groups()
-                where = f"{Path(name).name}:{number} in {function}"
-                return f"did not answer (faulthandler: {where})"
-    return "did not answer"
+    frame = RankDumpFile(directory, rank).main_frame()
+    return f"did not answer (faulthandler: {frame})" if frame else "did not answer"
 
 
 def announce(
-    answers: dict[int, dict[str, Any]],
+    answers: dict[int, Answer],
     *,
     caller: int,
     world_size: int,
@@ -111,7 +93,7 @@ def announce(
     store: Any,
     key: str,
     failure_key: str,
-) -> None:
+) -> Verdict:
     """Decide the verdict from the answers gathered, publish it and print it.
 
     Args:
@@ -123,6 +105,9 @@ def announce(
         key: The store key under which this group's roll call runs.
         failure_key: The failure reporter's key of the job's first failure, where the
             first culprit is published; empty to publish none.
+
+    Returns:
+        The verdict, as published.
     """
     line, culprits, began = decide(
         answers, caller=caller, world_size=world_size, directory=directory
@@ -132,7 +117,7 @@ def announce(
         # Published while the hang lasts: the ranks that fail later in their
         # collectives name the culprit first; withdrawn if the hang ends.
         culprit = answers.get(culprits[0])
-        host = str(culprit["host"]) if culprit else "its host"
+        host = culprit.host if culprit and culprit.host else "its host"
         entry = Ledger(store, failure_key).publish(
             rank=culprits[0],
             line=f"rank {culprits[0]} on {host} failed: hang: {line}",
@@ -141,16 +126,16 @@ def announce(
             answered=culprit is not None,
         )
     # The collective the calling rank waits in: the hang ends when it completes.
-    mine = answers.get(caller, {})
-    collective = [mine.get("op"), mine.get("group", "")]
-    verdict = {
-        "line": line,
-        "culprits": culprits,
-        "began": began,
-        "entry": entry,
-        "collective": collective,
-    }
-    store.set(f"{key}/verdict", json.dumps(verdict))
+    mine = answers.get(caller)
+    verdict = Verdict(
+        line=line,
+        culprits=tuple(culprits),
+        began=began,
+        collective=Collective(mine.op, mine.group) if mine else Collective(None),
+        entry=entry,
+    )
+    store.set(f"{key}/verdict", verdict.encode())
     files = f"each rank's stack is in {directory}/rank-N.txt on its host"
     sys.stderr.write(f"helios hang roll call (rank {caller}): {line}; {files}\n")
     sys.stderr.flush()
+    return verdict

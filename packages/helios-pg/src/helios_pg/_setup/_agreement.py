@@ -3,7 +3,7 @@
 Each rank's fingerprint (:mod:`helios_env._fingerprint`, completed here with torch's
 CUDA and NCCL versions, the backend and the device type) travels as a short digest in
 the exchange of host names that init makes to learn the node layout
-(:mod:`helios_pg._layout`): where every digest is the same, the check costs nothing
+(:mod:`helios_pg._setup._nodes`): where every digest is the same, the check costs nothing
 more. Where they differ, the first rank of each distinct digest writes its whole
 fingerprint and every rank reads those few, so every rank reaches the same verdict:
 
@@ -32,10 +32,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from helios_env._differences import differences, disagreement_message, settings_message
 from helios_env._fingerprint import Fingerprint, fingerprint
-from helios_pg._differences import differences, disagreement_message, settings_message
 from helios_pg._errors import AgreementWarning, ProcessGroupInitError
-from helios_pg._store_wait import wait_for_keys
+from helios_pg._store_poll import wait_for_keys
 
 __all__ = ["VARIABLE", "enabled", "own_fingerprint", "settle", "torch_build"]
 

@@ -4,16 +4,16 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
 ``shutdown()``; off by default, and then nothing here runs. While it is on:
 
 - the collectives of ``torch.distributed`` are called through thin wrappers that note the
-  collective each rank is in (``helios_pg._wrappers``); where the torch has process-group
+  collective each rank is in (``helios_pg._reports._wrappers``); where the torch has process-group
   hooks, so are the collectives no wrapper sees, from issue to completion (DDP's gradient
-  buckets, ``async_op=True``: see ``helios_pg._issued``);
+  buckets, ``async_op=True``: see ``helios_pg._reports._issued``);
 - one daemon thread per rank, with a store connection of its own, looks every tick at
   its rank's current collective and at the job's roll-call key. It never issues a
   collective, and the process never waits for it at exit;
 - when a rank has sat in one collective longer than the timeout, it calls the roll: every
   rank that can answer writes its current collective and its main thread's stack to the
   store and to a file of its own; the rank that called publishes and prints one grouped
-  report that names the culprits (``helios_pg._verdict``); under torchrun each culprit
+  report that names the culprits (``helios_pg._reports._verdict``); under torchrun each culprit
   writes its error file dated when the hang began, so that torchrun names it the root cause;
 - a hang can end (a late rank catches up): a waiting rank whose collective then completes
   without an error says so, the culprit's entry in the job's ledger of failures is
@@ -24,7 +24,7 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
   ``SIGUSR1`` is SLURM's and Lightning's requeue signal) dumps a rank's stack to its
   file on demand.
 
-The report files live in a folder per job and host (``helios_pg._hang_directory``),
+The report files live in a folder per job and host (``helios_pg._reports._hang_directory``),
 removed when the job ends without a roll call.
 """
 
@@ -44,17 +44,20 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from helios_pg._error_file import ERROR_FILE_VARIABLE, retract_hang_file, write_error_file
-from helios_pg._hang_directory import report_directory, tidy
-from helios_pg._hang_settings import (
+from helios_pg._reports._error_file import ERROR_FILE_VARIABLE, retract_hang_file, write_error_file
+from helios_pg._reports._hang_directory import report_directory, tidy
+from helios_pg._reports._hang_settings import (
     SIGNAL_VARIABLE,
     signal_number,
 )
-from helios_pg._issued import IssuedWork, Place, hooks_supported
-from helios_pg._ledger import Ledger
-from helios_pg._stackdump import StackDump
-from helios_pg._verdict import announce
-from helios_pg._wrappers import unwrap, wrap
+from helios_pg._reports._issued import IssuedWork, Place, hooks_supported
+from helios_pg._reports._ledger import Ledger
+from helios_pg._reports._records import Answer, Collective, Verdict
+from helios_pg._reports._round import Round, Waited, describe
+from helios_pg._reports._stackdump import RankDumpFile, StackDump
+from helios_pg._reports._verdict import announce
+from helios_pg._reports._wrappers import unwrap, wrap
+from helios_pg._store_poll import poll
 
 __all__ = ["Watchdog", "start", "stop"]
 
@@ -62,15 +65,6 @@ _ANSWER_WAIT = 5.0
 _STOP_WAIT = 3.0
 _SETTLE_WAIT = 1.0
 _GIVE_UP = 10  # ticks in a row whose store requests failed
-
-
-def _describe(place: Place | None, top: str | None = None) -> str:
-    if place is None or place.op is None:
-        return f"in no collective, at {top}" if top else "in no collective"
-    group = place.group
-    group = f" on {group}" if group else ""
-    site = f"at {place.site}" if place.site else "issued from C++"
-    return f"in {place.op} #{place.seq}{group} {site}"
 
 
 @dataclass
@@ -90,17 +84,10 @@ class Watchdog:
     thread: threading.Thread | None = None
     originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     dump: StackDump | None = None
-    answered: bool = False
     failure_key: str = ""
     issued: IssuedWork | None = None
     wrapper_code: CodeType | None = None
-    round: int = 0
-    """The roll call under way or next: a new one begins when a hang has ended."""
-    waited: tuple[int, int, list[Any]] | None = None
-    """What this rank waited in when it answered: the wrapper's call number (or the
-    issued work's, as ``-1 - key``), the failures seen then, and the collective."""
-    verdict: dict[str, Any] | None = None
-    convicted: bool = False
+    round: Round = field(default_factory=Round)
     spoke: bool = False
     """Whether this rank ever answered a roll call (its report file is then kept)."""
     own_directory: bool = False
@@ -109,7 +96,7 @@ class Watchdog:
     @property
     def round_key(self) -> str:
         """The store key of the roll call under way."""
-        return f"{self.key}/{self.round}"
+        return self.round.key(self.key)
 
     @property
     def path(self) -> Path:
@@ -147,38 +134,38 @@ class Watchdog:
         top = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
         return "".join(traceback.format_stack(frame)), top
 
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> Answer:
         """This rank's answer to a roll call, also written to its own file."""
         stack, top = self.stack()
         place = self.place()
-        where = _describe(place, top)
-        answer = {
-            "rank": self.rank,
-            "host": self.host,
-            "pid": os.getpid(),
-            "where": where,
-            "op": place.op if place is not None else None,
-            "group": place.group if place is not None else "",
-            "seq": place.seq if place is not None else None,
-            "since": place.wall if place is not None else None,
-            "stack": stack,
-        }
+        where = describe(place, top)
+        answer = Answer(
+            rank=self.rank,
+            where=where,
+            op=place.op if place is not None else None,
+            group=place.group if place is not None else "",
+            seq=place.seq if place is not None else None,
+            since=place.wall if place is not None else None,
+            host=self.host,
+            pid=os.getpid(),
+            stack=stack,
+        )
         with contextlib.suppress(OSError):
-            text = (
-                f"rank {self.rank} on {self.host} (pid {os.getpid()}): {where}\n{answer['stack']}"
+            self.path.write_text(
+                f"rank {self.rank} on {self.host} (pid {answer.pid}): {where}\n{stack}"
             )
-            self.path.write_text(text)
         return answer
 
     def respond(self) -> None:
         """Answer the roll call under way, once, noting where this rank waits."""
         place = self.place()
-        self.waited = None
+        self.round.waited = None
         if place is not None:
             token = place.seq if place.key < 0 else -1 - place.key
-            self.waited = (token, self.current.failures, [place.op, place.group])
-        self.store.set(f"{self.round_key}/answer/{self.rank}", json.dumps(self.answer()))
-        self.answered = self.spoke = True
+            collective = Collective(place.op, place.group)
+            self.round.waited = Waited(token, self.current.failures, collective)
+        self.store.set(f"{self.round_key}/answer/{self.rank}", self.answer().encode())
+        self.round.answered = self.spoke = True
 
     def call(self) -> None:
         """Call the roll (the first rank to see a hang does), gather it and print it."""
@@ -186,17 +173,18 @@ class Watchdog:
         first = bytes(self.store.compare_set(f"{self.round_key}/called", "", value)).decode()
         if json.loads(first).get("rank") != self.rank:
             return  # another rank called it first
-        deadline = time.monotonic() + min(self.timeout, _ANSWER_WAIT)
         keys = [f"{self.round_key}/answer/{rank}" for rank in range(self.world_size)]
-        while time.monotonic() < deadline and not self.stopping.is_set():
-            if self.store.check(keys):
-                break
-            time.sleep(0.1)
+        poll(
+            lambda: self.store.check(keys),
+            min(self.timeout, _ANSWER_WAIT),
+            limit=0.1,
+            stop=self.stopping,
+        )
         answers = {}
         for rank, key in enumerate(keys):
             with contextlib.suppress(Exception):
                 if self.store.check([key]):
-                    answers[rank] = json.loads(bytes(self.store.get(key)).decode())
+                    answers[rank] = Answer.decode(bytes(self.store.get(key)))
         announce(
             answers,
             caller=self.rank,
@@ -209,14 +197,14 @@ class Watchdog:
 
     def convict(self) -> None:
         """A culprit writes its error file, dated when the hang began, until it ends."""
-        verdict = self.verdict or {}
+        verdict = self.round.verdict
         path = os.environ.get(ERROR_FILE_VARIABLE)
-        if self.rank not in verdict.get("culprits", ()) or not path:
+        if verdict is None or self.rank not in verdict.culprits or not path:
             return
         stack, top = self.stack()
-        message = f"hang: rank {self.rank} on {self.host} {_describe(self.place(), top)}"
-        self.convicted = write_error_file(
-            path, f"{message}; {verdict['line']}", stack, int(verdict["began"]), hang=True
+        message = f"hang: rank {self.rank} on {self.host} {describe(self.place(), top)}"
+        self.round.convicted = write_error_file(
+            path, f"{message}; {verdict.line}", stack, int(verdict.began), hang=True
         )
 
     def hang_ended(self) -> bool:
@@ -227,24 +215,24 @@ class Watchdog:
         the job failed of, and so does any other collective completing.
         """
         over = f"{self.round_key}/over"
-        verdict = self.verdict or {}
+        verdict = self.round.verdict
+        waited = self.round.waited
         if (
-            self.waited is not None
-            and self.waited[2] == verdict.get("collective")
-            and self._waited_completed()
+            verdict is not None
+            and waited is not None
+            and waited.collective == verdict.collective
+            and self._waited_completed(waited)
             and not self.store.check([over])
         ):
             self.store.set(over, "1")
-            entry = verdict.get("entry")
-            if entry is not None and self.failure_key:
-                Ledger(self.store, self.failure_key).withdraw(int(entry))
+            if verdict.entry is not None and self.failure_key:
+                Ledger(self.store, self.failure_key).withdraw(verdict.entry)
             return True
         return bool(self.store.check([over]))
 
-    def _waited_completed(self) -> bool:
-        assert self.waited is not None
-        token, failures, _ = self.waited
-        if self.current.failures != failures:
+    def _waited_completed(self, waited: Waited) -> bool:
+        token = waited.token
+        if self.current.failures != waited.failures:
             return False
         if token >= 0:  # a wrapped call: over once the wrapper returned or another began
             return self.current.op is None or self.current.seq != token
@@ -253,17 +241,15 @@ class Watchdog:
     def next_round(self) -> None:
         """The hang ended: take back this rank's error file, and watch for the next."""
         path = os.environ.get(ERROR_FILE_VARIABLE)
-        if self.convicted and path:
+        if self.round.convicted and path:
             retract_hang_file(path)
-        self.round += 1
-        self.answered = self.convicted = False
-        self.waited = self.verdict = None
+        self.round = self.round.next()
 
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
         if self.dump is not None:
             self.dump.arm(self.timeout + 1)
-        if not self.answered:
+        if not self.round.answered:
             place = self.place()
             if place is not None and time.monotonic() - place.since > self.timeout:
                 self.store.compare_set(f"{self.round_key}/hung", "", str(self.rank))
@@ -271,12 +257,13 @@ class Watchdog:
                 self.call()
             elif self.store.check([f"{self.round_key}/hung"]):
                 self.respond()
-        if not self.answered:
+        if not self.round.answered:
             return
-        if self.verdict is None and self.store.check([f"{self.round_key}/verdict"]):
-            self.verdict = json.loads(bytes(self.store.get(f"{self.round_key}/verdict")).decode())
+        if self.round.verdict is None and self.store.check([f"{self.round_key}/verdict"]):
+            raw = bytes(self.store.get(f"{self.round_key}/verdict"))
+            self.round.verdict = Verdict.decode(raw)
             self.convict()
-        if self.verdict is not None and self.hang_ended():
+        if self.round.verdict is not None and self.hang_ended():
             self.next_round()
 
     def settle(self) -> None:
@@ -287,7 +274,7 @@ class Watchdog:
         """
         if self.lock.acquire(timeout=_SETTLE_WAIT):
             try:
-                if self.verdict is not None and self.hang_ended():
+                if self.round.verdict is not None and self.hang_ended():
                     self.next_round()
             finally:
                 self.lock.release()
@@ -357,12 +344,7 @@ def start(
         if issued.install(dist.group.WORLD, default=True):
             watchdog.issued = issued
     with contextlib.suppress(OSError):
-        watchdog.dump = StackDump(
-            base / f"rank-{rank}.faulthandler.txt",
-            # faulthandler names threads by id: say which one is the main thread.
-            header=f"helios: rank {rank}, main thread 0x{watchdog.main:016x}",
-            signal_number=number,
-        )
+        watchdog.dump = RankDumpFile(base, rank).open(watchdog.main, signal_number=number)
     if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
         watchdog.dump.arm(timeout + 1)
     watchdog.wrapper_code = wrap(

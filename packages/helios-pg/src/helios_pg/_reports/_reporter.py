@@ -3,11 +3,11 @@
 :func:`install` (called by ``init()``) chains ``sys.excepthook`` and
 ``threading.excepthook``, keeping whatever was installed before (torch's own hooks
 included). The culprit is decided by one rule, the same in every report: the first
-failure in the job's ledger (:mod:`helios_pg._ledger`, the store's order of
+failure in the job's ledger (:mod:`helios_pg._reports._ledger`, the store's order of
 publication) that still stands.
 
 - A rank whose own code failed (an uncaught exception that is not a collective broken
-  by a peer, :mod:`helios_pg._peer`) publishes ``rank R on HOST failed: <Type>:
+  by a peer, :mod:`helios_pg._reports._peer`) publishes ``rank R on HOST failed: <Type>:
   <text>`` in the ledger, through a connection of its own with a short timeout.
 - One of a rank's threads that dies publishes at once (``... failed: <Type>: <text>
   (in thread loader)``) and writes its error file then, not at exit, which may never
@@ -21,7 +21,7 @@ publication) that still stands.
   after it (whole seconds, as torchrun reads them), so torchrun's root cause is the
   same rank.
 
-Reporting never depends on the exception behaving (:mod:`helios_pg._render`). A
+Reporting never depends on the exception behaving (:mod:`helios_pg._reports._render`). A
 non-zero ``SystemExit`` that passes through ``shutdown()`` (a ``process_group()``
 block) is published at once and written to the error file at exit. ``os._exit()``
 and signals leave nothing to say: the other ranks then say what they know.
@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from helios_pg._error_file import ERROR_FILE_VARIABLE, write_error_file
-from helios_pg._ledger import Entry, Kind, Ledger
-from helios_pg._peer import is_peer_failure
-from helios_pg._render import callstack, headline
+from helios_pg._reports._error_file import ERROR_FILE_VARIABLE, write_error_file
+from helios_pg._reports._ledger import Entry, Kind, Ledger
+from helios_pg._reports._peer import is_peer_failure
+from helios_pg._reports._render import callstack, headline
 
 __all__ = [
     "OPT_OUT_VARIABLE",

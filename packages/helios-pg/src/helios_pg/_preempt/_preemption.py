@@ -6,8 +6,8 @@ handler was installed before (submitit's, Lightning's) and restoring it on
 collective over the default group: every rank gets the same answer, true from the first
 call after any rank received a signal, also when only one rank did, for one
 one-element all-reduce per call. :meth:`Preemption.requeue`, after the checkpoint, waits
-for every rank, then rank 0 puts the job back in the queue (:mod:`helios_pg._requeue`)
-and every rank returns the same :class:`~helios_pg._requeue.Requeue`.
+for every rank, then rank 0 puts the job back in the queue (:mod:`helios_pg._preempt._requeue`)
+and every rank returns the same :class:`~helios_pg._preempt._requeue.Requeue`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from helios_pg._requeue import Requeue, decide_requeue, requeue_job
+from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
 from helios_pg._signals import signal_from
 
 __all__ = ["Preemption", "close_all", "preemption"]

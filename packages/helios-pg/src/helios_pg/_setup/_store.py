@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +27,7 @@ from typing import Any
 from torch._C._distributed_c10d import PrefixStore, TCPStore
 
 from helios_pg._errors import JoinTimeoutError, ProcessGroupInitError, RendezvousConfigError
+from helios_pg._store_poll import poll
 
 __all__ = [
     "JOB_KEY",
@@ -111,20 +111,10 @@ def check_own_address(meeting: Meeting) -> None:
 
 
 def _poll(done: Callable[[], bool], timeout: timedelta) -> None:
-    """Wait until ``done()``, polling the store; raise ``TimeoutError`` at ``timeout``.
-
-    Polled rather than ``store.wait()``: a client whose wait was pending when another
-    client of the same store vanished has been seen to lose its connection.
-    """
-    deadline = time.monotonic() + timeout.total_seconds()
-    delay = 0.001
-    while not done():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            message = f"the rendezvous did not complete within {timeout.total_seconds():g} s"
-            raise TimeoutError(message)
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, 0.05)
+    """Wait until ``done()``, polling the store; raise ``TimeoutError`` at ``timeout``."""
+    if not poll(done, timeout.total_seconds()):
+        message = f"the rendezvous did not complete within {timeout.total_seconds():g} s"
+        raise TimeoutError(message)
 
 
 def _uses_agent_store(meeting: Meeting) -> bool:
@@ -153,7 +143,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         ProcessGroupInitError: The store serves another job.
         JoinTimeoutError: Not every rank counted in within the timeout.
         RuntimeError: torch's own, when the port is taken or rank 0 cannot be reached
-            (``init`` maps it, see ``helios_pg._torch_errors``).
+            (``init`` maps it, see ``helios_pg._setup._torch_errors``).
     """
     # Under torchrun the agent on the first node already serves MASTER_ADDR:MASTER_PORT.
     agent = _uses_agent_store(meeting)

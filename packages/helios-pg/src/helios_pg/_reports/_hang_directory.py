@@ -14,8 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from helios_pg._hang_settings import DIRECTORY_VARIABLE
-from helios_pg._stackdump import StackDump
+from helios_pg._reports._hang_settings import DIRECTORY_VARIABLE
+from helios_pg._reports._stackdump import StackDump
 
 __all__ = ["report_directory", "tidy"]
 

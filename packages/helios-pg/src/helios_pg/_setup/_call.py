@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from torch.distributed import constants
 
-from helios_pg._rendezvous import Meeting
+from helios_pg._setup._store import Meeting
 
 __all__ = ["Attempt"]
 

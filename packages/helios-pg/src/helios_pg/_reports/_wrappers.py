@@ -2,10 +2,10 @@
 
 While the hang watchdog runs, the collectives of ``torch.distributed``
 (:data:`COLLECTIVES`) are called through thin wrappers that note, in the watchdog's
-:class:`~helios_pg._issued.Place`, a sequence number, the operation and the group; the
+:class:`~helios_pg._reports._issued.Place`, a sequence number, the operation and the group; the
 call site is read off the main thread's stack only when a roll call asks. Where the
 torch has process-group hooks, the groups that ``torch.distributed``'s group makers
-(:data:`GROUP_MAKERS`) return get the hooks of :class:`~helios_pg._issued.IssuedWork`.
+(:data:`GROUP_MAKERS`) return get the hooks of :class:`~helios_pg._reports._issued.IssuedWork`.
 :func:`unwrap` puts the original functions back and takes the hooks off.
 """
 
@@ -18,7 +18,7 @@ from time import monotonic
 from types import CodeType
 from typing import Any
 
-from helios_pg._issued import IssuedWork, Place
+from helios_pg._reports._issued import IssuedWork, Place
 
 __all__ = ["COLLECTIVES", "GROUP_MAKERS", "unwrap", "wrap"]
 

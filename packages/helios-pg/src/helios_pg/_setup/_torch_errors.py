@@ -2,7 +2,7 @@
 
 Every call into torch that can fail while a group forms (the rendezvous store, the
 host-name exchange, ``init_process_group``) runs inside :func:`map_torch_errors`, given
-init's :class:`~helios_pg._attempt.Attempt` and the :class:`Step` it is at. It picks the
+init's :class:`~helios_pg._setup._call.Attempt` and the :class:`Step` it is at. It picks the
 helios class from :data:`FROM_TORCH` and chains torch's error with ``from``;
 :func:`explain_failure` words the message from what the attempt knows, by type as well.
 torch's text is read only where torch has no type for the difference (below).
@@ -20,7 +20,6 @@ from contextlib import contextmanager
 import torch.distributed as dist
 
 from helios_env import LauncherEnvError
-from helios_pg._attempt import Attempt
 from helios_pg._errors import (
     BackendUnavailableError,
     DeviceBindingError,
@@ -28,7 +27,8 @@ from helios_pg._errors import (
     ProcessGroupInitError,
     RendezvousConfigError,
 )
-from helios_pg._rendezvous import Meeting
+from helios_pg._setup._call import Attempt
+from helios_pg._setup._store import Meeting
 
 __all__ = ["FROM_TORCH", "Step", "explain_failure", "map_torch_errors"]
 

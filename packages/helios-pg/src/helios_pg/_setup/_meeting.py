@@ -3,7 +3,7 @@
 ``helios_env`` reports ``MASTER_ADDR`` and ``MASTER_PORT``, set or derived under srun
 and mpirun. Under mpirun on several nodes nothing says where rank 0 runs, and MPICH
 sets no job id to derive a port from: when mpi4py is installed, rank 0 sends its host,
-and a free port it chose, to every rank through MPI (:mod:`helios_pg._mpi` has it load
+and a free port it chose, to every rank through MPI (:mod:`helios_pg._setup._mpi` has it load
 the library of the MPI that launched the process). What is still unknown then stops
 every rank at once, naming what to set. Every rank then reaches the store at that
 address and port, torch's failures worded in init's terms.
@@ -16,11 +16,11 @@ import socket
 from helios_env import EnvironmentReport, Launcher
 from helios_env._rendezvous import MPI4PY_HINT
 from helios_env._variables import not_set
-from helios_pg._attempt import Attempt
 from helios_pg._errors import RendezvousConfigError
-from helios_pg._mpi import import_mpi
-from helios_pg._rendezvous import EnvStore, Meeting, open_store
-from helios_pg._torch_errors import Step, map_torch_errors
+from helios_pg._setup._call import Attempt
+from helios_pg._setup._mpi import import_mpi
+from helios_pg._setup._store import EnvStore, Meeting, open_store
+from helios_pg._setup._torch_errors import Step, map_torch_errors
 
 __all__ = ["connect_env", "find_meeting"]
 
@@ -124,7 +124,7 @@ def connect_env(attempt: Attempt) -> EnvStore:
             each rank waits ``attempt.wait`` for the others.
 
     Returns:
-        The store every rank reached, as :func:`helios_pg._rendezvous.open_store` does.
+        The store every rank reached, as :func:`helios_pg._setup._store.open_store` does.
     """
     assert attempt.meeting is not None  # init found it with find_meeting
     with map_torch_errors(attempt, Step.STORE):

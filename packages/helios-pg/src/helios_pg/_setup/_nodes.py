@@ -9,7 +9,7 @@ reads that one key. The ranks of rank 0's host form node 0, the next new host no
 has gloo's interface chosen for the nodes found; with ``init_method`` or ``store``,
 :func:`learn_after_init` does it through the store of the group that formed. When init
 checks that the ranks agree, each rank's fingerprint digest rides in the same entry
-(:mod:`helios_pg._agreement`), and the exchange runs also where the layout is known.
+(:mod:`helios_pg._setup._agreement`), and the exchange runs also where the layout is known.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ import torch.distributed as dist
 
 from helios_env import EnvironmentReport
 from helios_env._fingerprint import Fingerprint
-from helios_env._layout import Layout
+from helios_env._learned import Layout
 from helios_env._sources import ASSUMED
-from helios_pg._agreement import settle
-from helios_pg._attempt import Attempt
 from helios_pg._errors import ProcessGroupInitError
-from helios_pg._interface import bind_gloo, release_gloo
-from helios_pg._rendezvous import EnvStore
-from helios_pg._store_wait import wait_for_keys
+from helios_pg._setup._agreement import settle
+from helios_pg._setup._call import Attempt
+from helios_pg._setup._gloo_interface import bind_gloo, release_gloo
+from helios_pg._setup._store import EnvStore
+from helios_pg._setup._torch_errors import Step, map_torch_errors
+from helios_pg._store_poll import wait_for_keys
 from helios_pg._torch import destroy_without_deadlock
-from helios_pg._torch_errors import Step, map_torch_errors
 
 __all__ = [
     "Roll",

@@ -1,7 +1,7 @@
 """Where the ranks' fingerprints differ, and how to say it: groups of ranks and their hosts.
 
 Pure functions over :class:`helios_env._fingerprint.Fingerprint`, shared by ``init``'s
-agreement check (:mod:`helios_pg._agreement`) and the main job's consistency section.
+agreement check (:mod:`helios_pg._setup._agreement`) and the main job's consistency section.
 A group of ranks is named with its hosts, such as ``ranks 2-3 (node1)``; the groups of
 one difference are listed with rank 0's last, so the odd ones come first:
 ``ranks 2-3 (node1) run torch 2.5.1, ranks 0-1 (node0) torch 2.6.0``.

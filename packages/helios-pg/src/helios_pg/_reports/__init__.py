@@ -1,0 +1,28 @@
+"""Failure and hang reports: who failed first and why, and the hang roll call.
+
+Owns the failure reporter, the job's ledger, the watchdog and its verdicts. May import
+helios-pg's shared modules only; the rest of helios-pg reaches it through this module.
+"""
+
+from helios_pg._reports._hang_settings import (
+    DIRECTORY_VARIABLE,
+    SIGNAL_VARIABLE,
+    hang_timeout_from,
+)
+from helios_pg._reports._records import Answer
+from helios_pg._reports._stackdump import RankDumpFile
+from helios_pg._reports._verdict import decide
+from helios_pg._reports._watch import WATCHDOG_SOURCE, start_watchdog, stop_reports, watch
+
+__all__ = [
+    "DIRECTORY_VARIABLE",
+    "SIGNAL_VARIABLE",
+    "WATCHDOG_SOURCE",
+    "Answer",
+    "RankDumpFile",
+    "decide",
+    "hang_timeout_from",
+    "start_watchdog",
+    "stop_reports",
+    "watch",
+]

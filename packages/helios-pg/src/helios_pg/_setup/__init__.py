@@ -1,0 +1,6 @@
+"""Init and rendezvous: making, adopting and destroying the process group.
+
+Owns ``init``, ``shutdown`` and ``process_group``, the meeting point and its store,
+the node layout learned at init and the agreement check. May import helios-env's public
+names, helios-pg's shared modules and the front doors of ``_reports`` and ``_preempt``.
+"""

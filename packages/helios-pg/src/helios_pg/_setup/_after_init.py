@@ -1,0 +1,103 @@
+"""What ``init`` sets up beside the group once it has formed, for ``shutdown`` to undo.
+
+The layout learned from the ranks' host names is recorded for ``helios_env``. The
+failure reporter and the hang watchdog (:mod:`helios_pg._reports`) are started, each
+with a connection of its own to the job's store: a new client of the store init met at
+(:func:`helios_pg._setup._store.side_channel`), or, where the group was made from
+``init_method=`` or ``store=``, a clone of the group's store where torch can clone it
+(a ``TCPStore``; an in-process ``HashStore`` is shared as it is).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+from helios_env._learned import Layout, record_layout
+from helios_pg._reports import watch
+from helios_pg._setup._store import EnvStore, Meeting, side_channel
+
+__all__ = ["after_init", "own_connection"]
+
+_SIDE_TIMEOUT = timedelta(seconds=2)
+_INITS = itertools.count()
+"""This process's inits of a group it did not meet for: each gets keys of its own."""
+
+
+def own_connection(store: Any) -> Any:
+    """A connection of its own to ``store``, with a short timeout, else ``store`` itself.
+
+    Args:
+        store: The group's store (torch's ``PrefixStore`` over the store it was made on).
+
+    Returns:
+        A clone of ``store`` (a new client of the same server, under the same prefix)
+        where torch can clone it, else ``store``.
+    """
+    clone = getattr(store, "clone", None)
+    if clone is None:
+        return store
+    try:
+        own = clone()
+        own.set_timeout(_SIDE_TIMEOUT)
+    except (RuntimeError, NotImplementedError, ValueError):
+        return store
+    return own
+
+
+def after_init(
+    layout: Layout | None,
+    meeting: Meeting | None,
+    env_store: EnvStore | None,
+    *,
+    report_failures: bool,
+    hang: float | None,
+) -> None:
+    """Record what init learned; install the failure reporter and the watchdog.
+
+    Args:
+        layout: The layout learned from the ranks' host names, if any.
+        meeting: Where the ranks met, when init reached the store itself.
+        env_store: The store they met at, when init reached it itself.
+        report_failures: Whether to install the failure reporter.
+        hang: The hang timeout in seconds; None starts no watchdog.
+    """
+    if layout is not None:
+        record_layout(layout)
+    if not report_failures and hang is None:
+        return
+    job = meeting.job if meeting else f"pid-{os.getpid()}"
+    report_store = watch_store = None
+    key = ""
+    if meeting is not None and env_store is not None:
+        # The reporter's opens in the background: a failing rank's request waits at
+        # most 2 s for it. The watchdog's opens now: its first tick must find it.
+        late = side_channel(meeting, env_store, 2.0) if report_failures else None
+        now = side_channel(meeting, env_store) if hang is not None else None
+        key = (late or now or (None, ""))[1]
+        report_store = late[0] if late else None
+        watch_store = now[0] if now else None
+    else:
+        group_store = own_connection(dist.distributed_c10d._get_default_store())
+        key = f"helios_pg/failed/{next(_INITS)}"
+        report_store = group_store if report_failures else None
+        watch_store = group_store if hang is not None else None
+    if hang is not None and watch_store is None:
+        # The job's store could not be reached now: the watchdog watches on a clone of
+        # the group's, where nothing it publishes reaches the reporter's ledger.
+        watch_store = own_connection(dist.distributed_c10d._get_default_store())
+        key = f"helios_pg/failed/{next(_INITS)}" if report_store is None else key
+    watch(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        report_store=report_store,
+        watch_store=watch_store,
+        key=key,
+        job=job,
+        report_failures=report_failures,
+        hang=hang,
+    )
