@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from helios_env import get_dist_info, get_local_rank, get_local_world_size, inspect_environment
-from helios_env._learned import LEARNED, Layout, forget_layout, learned_layout, record_layout
+from helios_env import (
+    DistributedInfo,
+    get_dist_info,
+    get_local_rank,
+    get_local_world_size,
+    inspect_environment,
+)
+from helios_env._learned import LEARNED, forget_layout, learned_layout, record_layout
 from helios_env._rendezvous import _hydra_control
 from tests.env.launchers import LiveGroup, hand_set_env, open_mpi_env, set_environ, slurm_env
 
@@ -50,7 +56,11 @@ def test_a_learned_layout_answers_while_its_group_lives(
     # MPICH round-robin: rank 3 of 4 is the second rank of the second node.
     set_environ(monkeypatch, open_mpi_env(rank=3, world_size=4, local_rank=1, local_world_size=2))
     live_group(rank=3, world_size=4)
-    record_layout(Layout(3, 4, node_rank=1, num_nodes=2, local_rank=1, local_world_size=2))
+    record_layout(
+        DistributedInfo(
+            rank=3, world_size=4, node_rank=1, num_nodes=2, local_rank=1, local_world_size=2
+        )
+    )
     try:
         report = inspect_environment()
         assert (report.node_rank, report.num_nodes) == (1, 2)
@@ -63,7 +73,11 @@ def test_a_learned_layout_answers_while_its_group_lives(
 
 def test_a_learned_layout_of_another_group_is_ignored(live_group: LiveGroup) -> None:
     live_group(rank=1, world_size=2)
-    record_layout(Layout(1, 2, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1))
+    record_layout(
+        DistributedInfo(
+            rank=1, world_size=2, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1
+        )
+    )
     try:
         live_group(rank=1, world_size=2)  # a new group object, created without helios
         assert learned_layout((1, 2)) is None
@@ -75,7 +89,11 @@ def test_a_learned_layout_of_another_group_is_ignored(live_group: LiveGroup) -> 
 def test_a_learned_layout_gives_the_local_values_no_variable_gave(live_group: LiveGroup) -> None:
     # init_method="tcp://..." with nothing in the environment, ranks on two hosts.
     live_group(rank=2, world_size=3)
-    record_layout(Layout(2, 3, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1))
+    record_layout(
+        DistributedInfo(
+            rank=2, world_size=3, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1
+        )
+    )
     try:
         info = get_dist_info()
     finally:
@@ -90,7 +108,11 @@ def test_a_learned_layout_replaces_an_assumed_local_world_size(
     # mp.spawn on two hosts: RANK and WORLD_SIZE alone, so one node would be assumed.
     set_environ(monkeypatch, hand_set_env(rank=2, world_size=3))
     live_group(rank=2, world_size=3)
-    record_layout(Layout(2, 3, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1))
+    record_layout(
+        DistributedInfo(
+            rank=2, world_size=3, node_rank=1, num_nodes=2, local_rank=0, local_world_size=1
+        )
+    )
     try:
         info = get_dist_info()
         queried = (get_local_rank(), get_local_world_size())

@@ -232,3 +232,13 @@ def test_console_script_exits_2_on_an_invalid_environment() -> None:
 
     assert done.returncode == 2
     assert "LOCAL_RANK='0'" in done.stderr
+
+
+def test_a_report_built_without_a_node_claims_what_its_info_says() -> None:
+    from helios_env import DistributedInfo, EnvironmentReport, Launcher
+
+    several = EnvironmentReport(DistributedInfo(1, 3, 2, 4), Launcher.OPEN_MPI)
+    one = EnvironmentReport(DistributedInfo(1, 1, 2, 2), Launcher.OPEN_MPI)
+
+    assert (several.node_rank, several.num_nodes) == (None, None)  # two of four ranks here
+    assert (one.node_rank, one.num_nodes) == (0, 1)

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 import types
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,7 @@ def test_each_rank_writes_its_own_report(jobs: dict[str, tuple[Finished, Path]],
     assert message.startswith("hang: rank 1 on "), message
 
 
-@pytest.mark.parametrize("raw", ["0", "-3", "soon", "inf", "nan"])
+@pytest.mark.parametrize("raw", ["0", "-3", "soon", "inf", "nan", "1e300"])
 def test_a_bad_hang_timeout_is_refused_before_any_communication(
     monkeypatch: pytest.MonkeyPatch, raw: str
 ) -> None:
@@ -133,6 +134,19 @@ def test_a_bad_hang_timeout_is_refused_before_any_communication(
     with pytest.raises(RendezvousConfigError, match="HELIOS_HANG_TIMEOUT"):
         init()
     assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "inf", "nan", "1e300", "2.5", "1e5"])
+def test_the_argument_and_the_variable_take_the_same_hang_timeouts(raw: str) -> None:
+    def read(argument: float | None, environ: dict[str, str]) -> float | str:
+        try:
+            found = hang_timeout_from(argument, environ)
+        except ValueError:
+            return "refused"
+        assert found is not None
+        return found
+
+    assert read(float(raw), {}) == read(None, {"HELIOS_HANG_TIMEOUT": raw})
 
 
 def test_the_hang_timeout_argument_wins_over_the_variable() -> None:
@@ -366,3 +380,21 @@ def test_the_collectives_torch_issues_from_cpp_are_noted() -> None:
         wait_until_completed(issued)
     finally:
         issued.remove()
+
+
+@pytest.mark.skipif(
+    not hasattr(dist.PrefixStore, "clone"),
+    reason="this torch cannot clone a store: the watchdog shares the group's, as documented",
+)
+def test_the_watchdog_has_a_store_connection_of_its_own_when_a_store_is_given() -> None:
+    given = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=20))
+    init(backend="gloo", store=given, world_size=1, rank=0, hang_timeout=30)
+    try:
+        watchdog = _watchdog._watchdog
+        assert watchdog is not None
+        group_store = dist.distributed_c10d._get_default_store()
+        assert watchdog.store is not group_store
+        watchdog.store.set("helios-probe", "seen")  # the same store, under the same prefix
+        assert group_store.get("helios-probe") == b"seen"
+    finally:
+        shutdown()

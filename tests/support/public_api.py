@@ -24,7 +24,11 @@ def surface_problems(module: types.ModuleType) -> dict[str, list[str]]:
     problems = {
         "named twice in __all__": sorted({name for name in names if names.count(name) > 1}),
         "public in dir() but not in __all__": sorted(
-            name for name in dir(module) if not name.startswith("_") and name not in names
+            name
+            for name in dir(module)
+            # pytest's assertion rewriting adds names such as "@py_builtins" to the
+            # modules of a plugin's package: no attribute access can reach them.
+            if name.isidentifier() and not name.startswith("_") and name not in names
         ),
         "a function or class without a docstring": sorted(
             name

@@ -8,7 +8,7 @@ from datetime import timedelta
 import torch
 
 from helios_collectives._errors import CollectiveArgumentError
-from helios_pg import _timeouts
+from helios_pg import integration
 
 __all__ = ["as_timedelta", "check_tensor", "overlap_problem", "positions"]
 
@@ -21,7 +21,7 @@ def as_timedelta(timeout: object) -> timedelta:
         CollectiveArgumentError: It is not positive and finite.
     """
     try:
-        return _timeouts.as_timedelta(timeout, "timeout")
+        return integration.as_timedelta(timeout, "timeout")
     except ValueError as exc:
         raise CollectiveArgumentError(str(exc)) from None
 

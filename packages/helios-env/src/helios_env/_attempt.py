@@ -11,8 +11,8 @@ agrees.
 from __future__ import annotations
 
 from helios_env._environ import Getter
+from helios_env._info import DistributedInfo
 from helios_env._integers import read_int
-from helios_env._learned import Layout
 
 __all__ = ["ATTEMPT_VARIABLES", "FIRST_ATTEMPT", "read_attempt"]
 
@@ -21,7 +21,7 @@ FIRST_ATTEMPT = "default: no restart count is set"
 _LEARNED = "process group: the largest over the ranks, learned by helios_pg.init()"
 
 
-def read_attempt(get: Getter, sources: dict[str, str], learned: Layout | None) -> int:
+def read_attempt(get: Getter, sources: dict[str, str], learned: DistributedInfo | None) -> int:
     """The attempt, and its source in ``sources["attempt"]``.
 
     Args:

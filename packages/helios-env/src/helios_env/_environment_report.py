@@ -42,7 +42,9 @@ class EnvironmentReport:
         num_nodes: The number of nodes, from ``SLURM_STEP_NUM_NODES``,
             ``SLURM_NNODES``, the nodes that ``SLURM_STEP_TASKS_PER_NODE`` or
             ``SLURM_TASKS_PER_NODE`` list, the tasks over ``SLURM_NTASKS_PER_NODE``, or
-            ``GROUP_WORLD_SIZE``, else as ``node_rank``; None when not known.
+            ``GROUP_WORLD_SIZE``, else as ``node_rank``; None when not known. Where
+            neither is given, both are ``info``'s: a report never claims a node that
+            its ``DistributedInfo`` does not.
         master_addr: ``MASTER_ADDR``; when unset under srun or mpirun, the derived
             address (loopback on one node, the first host of the step's nodelist).
         master_port: ``MASTER_PORT``; when unset under srun or mpirun, a port derived
@@ -61,12 +63,17 @@ class EnvironmentReport:
     launcher: Launcher
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     process_group: bool = False
-    node_rank: int | None = 0
-    num_nodes: int | None = 1
+    node_rank: int | None = None
+    num_nodes: int | None = None
     master_addr: str | None = None
     master_port: int | None = None
     job: str | None = None
     gloo_interface: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.node_rank is None and self.num_nodes is None:
+            object.__setattr__(self, "node_rank", self.info.node_rank)
+            object.__setattr__(self, "num_nodes", self.info.num_nodes)
 
     @property
     def rendezvous(self) -> str | None:

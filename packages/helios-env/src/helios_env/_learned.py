@@ -10,30 +10,17 @@ imports torch: the group is found through ``sys.modules``.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LEARNED", "Layout", "forget_layout", "learned_layout", "record_layout"]
+from helios_env._info import DistributedInfo
+
+__all__ = ["LEARNED", "forget_layout", "learned_layout", "record_layout"]
 
 LEARNED = "process group: host names exchanged by helios_pg.init()"
 """The source reported for values taken from a learned layout."""
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """Where this rank runs among the ranks of one process group."""
-
-    rank: int
-    world_size: int
-    node_rank: int
-    num_nodes: int
-    local_rank: int
-    local_world_size: int
-    attempt: int = 0
-    """The job's attempt: the largest any rank's launcher variables say."""
-
-
-_learned: tuple[int, Layout] | None = None
+_learned: tuple[int, DistributedInfo] | None = None
 
 
 def _world() -> Any:
@@ -46,8 +33,13 @@ def _world() -> Any:
         return None
 
 
-def record_layout(layout: Layout) -> None:
-    """Remember ``layout`` for the live default group (call right after creating it)."""
+def record_layout(layout: DistributedInfo) -> None:
+    """Remember ``layout`` for the live default group (call right after creating it).
+
+    Args:
+        layout: This rank's place in the group, with its node and node count known, and
+            the job's attempt: the largest any rank's launcher variables say.
+    """
     global _learned  # noqa: PLW0603 - one layout per process, tied to the live group
     world = _world()
     _learned = None if world is None else (id(world), layout)
@@ -59,7 +51,7 @@ def forget_layout() -> None:
     _learned = None
 
 
-def learned_layout(group: tuple[int, int] | None) -> Layout | None:
+def learned_layout(group: tuple[int, int] | None) -> DistributedInfo | None:
     """The recorded layout, if it belongs to the live default group ``group``.
 
     Args:

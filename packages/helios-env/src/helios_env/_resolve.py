@@ -44,7 +44,7 @@ def _node(
     sources: dict[str, str],
     *,
     env_applies: bool,
-    group: tuple[int, int] | None,
+    learned: DistributedInfo | None,
 ) -> tuple[int | None, int | None]:
     """Which node this rank runs on, and how many there are, with their sources.
 
@@ -62,7 +62,6 @@ def _node(
         if one_per_node is not None and sources.get("local_world_size") == one_per_node:
             sources["node_rank"] = sources["num_nodes"] = one_per_node
             return info.rank, info.world_size
-    learned = learned_layout(group)
     local = sources.get("local_world_size", "")
     if learned is not None:
         implied: tuple[int | None, int | None] = (learned.node_rank, learned.num_nodes)
@@ -94,6 +93,7 @@ def _resolve(
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
     launcher = detect_with(get)
     cross_check(get, launcher)
+    learned = learned_layout(group)  # read once: _node and the attempt ask it too
     if launcher is Launcher.NONE and get(FORCE_VARIABLE) is not None:
         found = None  # HELIOS_LAUNCHER=none: a plain process, whatever else is set
     else:
@@ -103,7 +103,6 @@ def _resolve(
         rank, world_size = group
         sources = {"rank": PROCESS_GROUP, "world_size": PROCESS_GROUP}
         env_applies = found is not None and found[0].world_size == world_size
-        learned = learned_layout(group)
         assumed = found is not None and found[1]["local_world_size"].startswith(ASSUMED)
         if found is not None and env_applies and not (assumed and learned is not None):
             env_info, env_sources = found
@@ -128,8 +127,10 @@ def _resolve(
     else:
         sources = dict.fromkeys(("local_rank", "rank", "local_world_size", "world_size"), DEFAULT)
         info, env_applies, live = DistributedInfo(), False, False
-    node_rank, num_nodes = _node(get, launcher, info, sources, env_applies=env_applies, group=group)
-    attempt = read_attempt(get, sources, learned_layout(group))
+    node_rank, num_nodes = _node(
+        get, launcher, info, sources, env_applies=env_applies, learned=learned
+    )
+    attempt = read_attempt(get, sources, learned)
     info = DistributedInfo(
         info.local_rank,
         info.rank,

@@ -25,29 +25,29 @@ if TYPE_CHECKING:
     from helios_pg._helios_ml import init_dist as init_dist
     from helios_pg._helios_ml import is_dist_active as is_dist_active
     from helios_pg._helios_ml import shutdown_dist as shutdown_dist
-    from helios_pg._preempt._preemption import Preemption as Preemption
-    from helios_pg._preempt._preemption import preemption as preemption
-    from helios_pg._preempt._requeue import Requeue as Requeue
-    from helios_pg._setup._lifecycle import init as init
-    from helios_pg._setup._lifecycle import process_group as process_group
-    from helios_pg._setup._lifecycle import shutdown as shutdown
+    from helios_pg._preempt import Preemption as Preemption
+    from helios_pg._preempt import Requeue as Requeue
+    from helios_pg._preempt import preemption as preemption
+    from helios_pg._setup import init as init
+    from helios_pg._setup import process_group as process_group
+    from helios_pg._setup import shutdown as shutdown
 
 _PUBLIC = {
     "AgreementWarning": "helios_pg._errors",
     "BackendUnavailableError": "helios_pg._errors",
     "DeviceBindingError": "helios_pg._errors",
-    "Preemption": "helios_pg._preempt._preemption",
+    "Preemption": "helios_pg._preempt",
     "ProcessGroupInitError": "helios_pg._errors",
     "RendezvousConfigError": "helios_pg._errors",
-    "Requeue": "helios_pg._preempt._requeue",
+    "Requeue": "helios_pg._preempt",
     "default_backend": "helios_pg._backend",
-    "init": "helios_pg._setup._lifecycle",
+    "init": "helios_pg._setup",
     "init_dist": "helios_pg._helios_ml",
     "is_dist_active": "helios_pg._helios_ml",
     "local_device": "helios_pg._device",
-    "preemption": "helios_pg._preempt._preemption",
-    "process_group": "helios_pg._setup._lifecycle",
-    "shutdown": "helios_pg._setup._lifecycle",
+    "preemption": "helios_pg._preempt",
+    "process_group": "helios_pg._setup",
+    "shutdown": "helios_pg._setup",
     "shutdown_dist": "helios_pg._helios_ml",
 }
 """Each public name and the private module that defines it, imported on first use."""

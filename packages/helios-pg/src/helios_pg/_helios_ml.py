@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from helios_pg._backend import check_backend
 from helios_pg._errors import RendezvousConfigError
-from helios_pg._setup._lifecycle import init, shutdown
+from helios_pg._setup import init, shutdown
 
 __all__ = [
     "init_dist",

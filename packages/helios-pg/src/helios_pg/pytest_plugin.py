@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from helios_pg._testing._marker import MARKER, MARKER_HELP
+from helios_pg._testing import MARKER, MARKER_HELP
 
 if TYPE_CHECKING:
     from helios_env import DistributedInfo
@@ -118,7 +118,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     marker = pyfuncitem.get_closest_marker(MARKER)
     if marker is None:
         return None
-    from helios_pg._testing._parent import run_on_ranks
+    from helios_pg._testing import run_on_ranks
 
     config = pyfuncitem.config
     reuse = config.getoption("ranks_reuse")
@@ -141,7 +141,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if config.option.collectonly or xdist:
         return
     if any(item.get_closest_marker(MARKER) is not None for item in session.items):
-        from helios_pg._testing._forkserver import start_early
+        from helios_pg._testing import start_early
 
         start_early(config)
 

@@ -16,15 +16,15 @@ import torch
 import torch.distributed as dist
 
 from helios_collectives._objects import gather_objects
-from helios_env._differences import (
+from helios_env.integration import (
     Difference,
+    Fingerprint,
     describe,
     differences,
     group_ranks,
     ranks_on,
 )
-from helios_env._fingerprint import Fingerprint
-from helios_pg._setup._agreement import own_fingerprint
+from helios_pg.integration import own_fingerprint
 
 __all__ = ["Consistency", "gather_consistency"]
 

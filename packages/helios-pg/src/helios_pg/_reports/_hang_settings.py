@@ -6,6 +6,7 @@ import os
 import signal
 
 from helios_pg._signals import signal_from
+from helios_pg._timeouts import Timeout, seconds_of
 
 __all__ = [
     "DIRECTORY_VARIABLE",
@@ -21,35 +22,36 @@ DIRECTORY_VARIABLE = "HELIOS_HANG_DIR"
 
 
 def hang_timeout_from(
-    argument: float | None, environ: dict[str, str] | None = None
+    argument: Timeout | None, environ: dict[str, str] | None = None
 ) -> float | None:
     """The hang timeout in seconds: the argument, else ``HELIOS_HANG_TIMEOUT``, else off.
 
+    Both are read by the one timeout reader (:func:`helios_pg._timeouts.seconds_of`), so
+    a value one of them refuses the other refuses too.
+
     Args:
-        argument: ``init(hang_timeout=...)``.
+        argument: ``init(hang_timeout=...)``: seconds, or a ``timedelta``.
         environ: The environment; ``os.environ`` when omitted.
 
     Returns:
         The timeout, or None when the watchdog is off.
 
     Raises:
-        ValueError: The timeout is not a positive number.
+        ValueError: The timeout is not a positive, finite number of seconds.
     """
-    raw: object = argument
-    source = "hang_timeout"
-    if argument is None:
-        raw = (environ if environ is not None else os.environ).get(TIMEOUT_VARIABLE)
-        source = TIMEOUT_VARIABLE
-        if raw is None or not str(raw).strip():
-            return None
+    if argument is not None:
+        return seconds_of(argument, "hang_timeout")
+    raw = (environ if environ is not None else os.environ).get(TIMEOUT_VARIABLE)
+    if raw is None or not raw.strip():
+        return None
     try:
-        value = float(str(raw))
+        return seconds_of(float(raw), TIMEOUT_VARIABLE)
     except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        message = f"{source} must be a positive number of seconds, got {raw!r}; fix it or unset it"
-        raise ValueError(message)
-    return value
+        message = (
+            f"{TIMEOUT_VARIABLE} must be a positive, finite number of seconds, got {raw!r}; "
+            "fix it or unset it"
+        )
+        raise ValueError(message) from None
 
 
 def signal_number(raw: str | None) -> int | None:

@@ -56,7 +56,6 @@ __all__ = [
     "Reporter",
     "active",
     "install",
-    "is_peer_failure",
     "uninstall",
 ]
 

@@ -4,3 +4,8 @@ Owns ``init``, ``shutdown`` and ``process_group``, the meeting point and its sto
 the node layout learned at init and the agreement check. May import helios-env's public
 names, helios-pg's shared modules and the front doors of ``_reports`` and ``_preempt``.
 """
+
+from helios_pg._setup._agreement import own_fingerprint
+from helios_pg._setup._lifecycle import init, process_group, shutdown
+
+__all__ = ["init", "own_fingerprint", "process_group", "shutdown"]

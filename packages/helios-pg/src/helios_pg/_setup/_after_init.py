@@ -17,7 +17,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from helios_env._learned import Layout, record_layout
+from helios_env import DistributedInfo
+from helios_env.integration import record_layout
 from helios_pg._reports import watch
 from helios_pg._setup._store import EnvStore, Meeting, side_channel
 
@@ -50,7 +51,7 @@ def own_connection(store: Any) -> Any:
 
 
 def after_init(
-    layout: Layout | None,
+    layout: DistributedInfo | None,
     meeting: Meeting | None,
     env_store: EnvStore | None,
     *,

@@ -1,13 +1,13 @@
 """init's agreement check: every rank runs the same software, before the first collective.
 
-Each rank's fingerprint (:mod:`helios_env._fingerprint`, completed here with torch's
+Each rank's fingerprint (:mod:`helios_env.integration`, completed here with torch's
 CUDA and NCCL versions, the backend and the device type) travels as a short digest in
 the exchange of host names that init makes to learn the node layout
 (:mod:`helios_pg._setup._nodes`): where every digest is the same, the check costs nothing
 more. Where they differ, the first rank of each distinct digest writes its whole
 fingerprint and every rank reads those few, so every rank reaches the same verdict:
 
-- a difference in what the ranks run (:data:`helios_env._fingerprint.MUST_AGREE`) is
+- a difference in what the ranks run (:data:`helios_env.integration.MUST_AGREE`) is
   a ``ProcessGroupInitError`` on every rank, raised once every rank has read the
   fingerprints (rank 0 hosts the store they are read from);
 - a difference in settings is one :class:`~helios_pg._errors.AgreementWarning`, from
@@ -32,8 +32,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from helios_env._differences import differences, disagreement_message, settings_message
-from helios_env._fingerprint import Fingerprint, fingerprint
+from helios_env.integration import (
+    Fingerprint,
+    differences,
+    disagreement_message,
+    fingerprint,
+    settings_message,
+)
 from helios_pg._errors import AgreementWarning, ProcessGroupInitError
 from helios_pg._store_poll import wait_for_keys
 

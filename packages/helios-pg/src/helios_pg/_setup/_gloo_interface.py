@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from helios_env._interface import VARIABLE as GLOO_INTERFACE
-from helios_env._interface import gloo_interface
+from helios_env.integration import GLOO_INTERFACE_VARIABLE as GLOO_INTERFACE
+from helios_env.integration import gloo_interface
 from helios_pg._errors import RendezvousConfigError
 
 __all__ = ["bind_gloo", "release_gloo"]

@@ -15,11 +15,11 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore, PrefixStore
 
 from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
-from helios_env._learned import Layout, forget_layout
+from helios_env.integration import forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._preempt._preemption import close_all as close_preemptions
+from helios_pg._preempt import close_all as close_preemptions
 from helios_pg._reports import hang_timeout_from, stop_reports
 from helios_pg._setup._after_init import after_init
 from helios_pg._setup._agreement import enabled as agreement_enabled
@@ -210,7 +210,7 @@ def init(
     agreement = partial(own_fingerprint, attempt.backend, device) if checks else None
 
     env_store: EnvStore | None = None
-    layout: Layout | None = None
+    layout: DistributedInfo | None = None
     kwargs: dict[str, Any] = {
         "backend": attempt.backend,
         "init_method": init_method,

@@ -14,8 +14,7 @@ from __future__ import annotations
 import socket
 
 from helios_env import EnvironmentReport, Launcher
-from helios_env._rendezvous import MPI4PY_HINT
-from helios_env._variables import not_set
+from helios_env.integration import MPI4PY_HINT, not_set
 from helios_pg._errors import RendezvousConfigError
 from helios_pg._setup._call import Attempt
 from helios_pg._setup._mpi import import_mpi

@@ -23,10 +23,8 @@ from typing import Any, NamedTuple
 
 import torch.distributed as dist
 
-from helios_env import EnvironmentReport
-from helios_env._fingerprint import Fingerprint
-from helios_env._learned import Layout
-from helios_env._sources import ASSUMED
+from helios_env import DistributedInfo, EnvironmentReport
+from helios_env.integration import ASSUMED, Fingerprint
 from helios_pg._errors import ProcessGroupInitError
 from helios_pg._setup._agreement import settle
 from helios_pg._setup._call import Attempt
@@ -103,7 +101,7 @@ def exchange_hosts(
     )
 
 
-def layout_of(hosts: list[str], rank: int) -> Layout:
+def layout_of(hosts: list[str], rank: int) -> DistributedInfo:
     """The layout of ``rank`` among ranks that run on ``hosts`` (one per rank).
 
     Args:
@@ -116,13 +114,13 @@ def layout_of(hosts: list[str], rank: int) -> Layout:
     """
     nodes = list(dict.fromkeys(hosts))
     mine = hosts[rank]
-    return Layout(
+    return DistributedInfo(
+        local_rank=hosts[:rank].count(mine),
         rank=rank,
+        local_world_size=hosts.count(mine),
         world_size=len(hosts),
         node_rank=nodes.index(mine),
         num_nodes=len(nodes),
-        local_rank=hosts[:rank].count(mine),
-        local_world_size=hosts.count(mine),
     )
 
 
@@ -164,7 +162,7 @@ def _exchange(
     agreement: Callable[[], Fingerprint] | None,
     *,
     wanted: bool,
-) -> Layout | None:
+) -> DistributedInfo | None:
     """Exchange hosts and digests; check agreement if asked; the layout if ``wanted``."""
     rank, world_size = attempt.rank, attempt.world_size
     mine = agreement() if agreement is not None else None
@@ -197,7 +195,7 @@ def prepare_nodes(
     env_store: EnvStore,
     attempt: Attempt,
     agreement: Callable[[], Fingerprint] | None = None,
-) -> Layout | None:
+) -> DistributedInfo | None:
     """Learn the layout where needed, then choose gloo's interface, before the group forms.
 
     Args:
@@ -214,7 +212,7 @@ def prepare_nodes(
 
     Raises:
         ProcessGroupInitError: The ranks run different software (a name of
-            :data:`helios_env._fingerprint.MUST_AGREE` differs).
+            :data:`helios_env.integration.MUST_AGREE` differs).
     """
     assert attempt.meeting is not None  # the store was reached there
     layout = None
@@ -231,7 +229,7 @@ def learn_after_init(
     report: EnvironmentReport,
     attempt: Attempt,
     agreement: Callable[[], Fingerprint] | None = None,
-) -> Layout | None:
+) -> DistributedInfo | None:
     """Learn the layout through the store of a group formed with init_method or store.
 
     Args:
