@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from helios_env._attempt import read_attempt
 from helios_env._crosscheck import cross_check
-from helios_env._detect import FORCE_VARIABLE, detect_with, present
+from helios_env._detect import FORCE_VARIABLE, detect_with, overlap, present
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._environment_report import EnvironmentReport
 from helios_env._info import DistributedInfo
@@ -32,6 +32,8 @@ def _stated(get: Getter, launcher: Launcher) -> Nodes:
     # started it or an ancestor of it on this node (mpirun's daemons under SLURM, a
     # program that spawns its ranks from each srun task).
     specs = [_TORCHRUN]
+    if spec is not None and spec is not _TORCHRUN and spec is not _SLURM:
+        specs.append(spec)
     if present(get, _SLURM):
         specs = [_SLURM] if spec is _SLURM else [*specs, _SLURM]
     return stated_nodes(get, specs)
@@ -94,6 +96,7 @@ def _resolve(
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
     launcher = detect_with(get)
     cross_check(get, launcher)
+    why = overlap(get, launcher)
     if launcher is Launcher.NONE and get(FORCE_VARIABLE) is not None:
         found = None  # HELIOS_LAUNCHER=none: a plain process, whatever else is set
     else:
@@ -130,6 +133,8 @@ def _resolve(
         info, env_applies, live = DistributedInfo(), False, False
     node_rank, num_nodes = _node(get, launcher, info, sources, env_applies=env_applies, group=group)
     attempt = read_attempt(get, sources, learned_layout(group))
+    if why is not None:
+        sources["launcher"] = why
     info = DistributedInfo(
         info.local_rank,
         info.rank,
