@@ -214,7 +214,7 @@ _TABLE = (
     LauncherSpec(
         Launcher.RAY_TRAIN,
         _ENV,
-        ("ACCELERATE_TORCH_DEVICE", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"),
+        ("ACCELERATE_TORCH_DEVICE", "RANK", "WORLD_SIZE"),
         node="NODE_RANK",
         overlaps=(Launcher.ENVIRONMENT,),
     ),
