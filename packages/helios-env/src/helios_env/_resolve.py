@@ -198,8 +198,9 @@ def get_dist_info() -> DistributedInfo:
 
     Reads the live default process group first (found through ``sys.modules``, so torch
     is never imported), then the launcher's variables (torchrun, hand-set ``RANK`` and
-    ``WORLD_SIZE``, a Kubeflow pod, Open MPI, MVAPICH2, LSF jsrun, MPICH or Intel MPI,
-    an srun step), then falls back to one process: both ranks 0 and both world sizes
+    ``WORLD_SIZE``, a Kubeflow pod, AzureML, Vertex AI, Ray Train, Flux, PALS, Open MPI,
+    MVAPICH2, LSF jsrun, MPICH or Intel MPI, an srun step, a Kubeflow Trainer pod, a
+    SageMaker host), then falls back to one process: both ranks 0 and both world sizes
     1. A group created with ``init_method="tcp://..."`` and no launcher variables still
     answers; its local values then assume a single node. Every launcher variable is
     cross-checked against the others, and against the launcher around the winning one
