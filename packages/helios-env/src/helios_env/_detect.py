@@ -39,6 +39,12 @@ _WITH_RANK = tuple(
     for launcher in (Launcher.KUBEFLOW, Launcher.AZUREML, Launcher.VERTEX_AI, Launcher.RAY_TRAIN)
 )
 _WITHOUT_RANK = (SPECS[Launcher.KUBEFLOW_TRAINER], SPECS[Launcher.SAGEMAKER])
+# The MPI flavours grouped by the first variable they need, in order: a process that
+# has none of them looks each up once (AzureML's and SageMaker's mpirun set Open MPI's).
+_MPI_BY_FIRST: tuple[tuple[str, tuple[LauncherSpec, ...]], ...] = tuple(
+    (first, tuple(spec for spec in MPI_SPECS if spec.detect[0] == first))
+    for first in dict.fromkeys(spec.detect[0] for spec in MPI_SPECS)
+)
 _FORCED = {
     "torchrun": Launcher.TORCHRUN,
     "slurm": Launcher.SLURM,
@@ -100,9 +106,11 @@ def present(get: Getter, spec: LauncherSpec) -> bool:
 
 def mpi_spec(get: Getter) -> LauncherSpec | None:
     """The preferred MPI flavour whose rank and size variables are set, if any."""
-    for spec in MPI_SPECS:
-        if present(get, spec):
-            return spec
+    for first, specs in _MPI_BY_FIRST:
+        if get(first) is not None:
+            for spec in specs:
+                if present(get, spec):
+                    return spec
     return None
 
 
@@ -155,13 +163,15 @@ def detect_with(get: Getter) -> Launcher:
     forced = get(FORCE_VARIABLE)
     if forced is not None:
         return _forced(get, forced)
-    mpi = mpi_spec(get)
-    in_step = present(get, _SLURM)
     env = _ENV.names
+    hand_set = get(env.rank) is not None or get(env.world_size) is not None
+    # RANK or WORLD_SIZE decide before any MPI flavour is looked for.
+    mpi = None if hand_set else mpi_spec(get)
+    in_step = not hand_set and present(get, _SLURM)
     # The local rank alone is an error of its own, unless srun or mpirun gave the ranks
     # (``export LOCAL_RANK=$SLURM_LOCALID`` in a job script is common).
     local_alone = get(env.local_rank) is not None and mpi is None and not in_step
-    if get(env.rank) is not None or get(env.world_size) is not None or local_alone:
+    if hand_set or local_alone:
         if present(get, _TORCHRUN):
             return Launcher.TORCHRUN
         return _first_present(get, _WITH_RANK, Launcher.ENVIRONMENT)
