@@ -136,6 +136,15 @@ def test_launcher_values_are_stable_strings() -> None:
         "lsf",
         "mpich",
         "slurm",
+        "azureml",
+        "azureml-mpi",
+        "vertex-ai",
+        "ray-train",
+        "kubeflow-trainer",
+        "sagemaker",
+        "sagemaker-mpi",
+        "pals",
+        "flux",
     ]
     assert Launcher("open-mpi") is Launcher.OPEN_MPI
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, TCPStore
 
 from helios_pg import RendezvousConfigError, init, shutdown
 from helios_pg._reports import _watchdog
@@ -383,11 +384,11 @@ def test_the_collectives_torch_issues_from_cpp_are_noted() -> None:
 
 
 @pytest.mark.skipif(
-    not hasattr(dist.PrefixStore, "clone"),
+    not hasattr(PrefixStore, "clone"),
     reason="this torch cannot clone a store: the watchdog shares the group's, as documented",
 )
 def test_the_watchdog_has_a_store_connection_of_its_own_when_a_store_is_given() -> None:
-    given = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=20))
+    given = TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=20))
     init(backend="gloo", store=given, world_size=1, rank=0, hang_timeout=30)
     try:
         watchdog = _watchdog._watchdog

@@ -2,8 +2,9 @@
 
 ``helios_env`` has no dependencies and never imports torch. It reads the live default
 process group when torch already created one, else the launcher's variables (torchrun,
-hand-set ``RANK``/``WORLD_SIZE``, Kubeflow, Open MPI, MVAPICH2, LSF, MPICH and Intel
-MPI, SLURM), else assumes a single process.
+hand-set ``RANK``/``WORLD_SIZE``, Kubeflow, AzureML, Vertex AI, Ray Train, Flux, PALS,
+Open MPI, MVAPICH2, LSF, MPICH and Intel MPI, SLURM, SageMaker), else assumes a single
+process.
 """
 
 from helios_env._detect import detect_launcher, is_using_torchrun

@@ -117,6 +117,23 @@ def _check_kubeflow(get: Getter, spec: LauncherSpec) -> None:
         raise LauncherEnvError(per_node, per_node_raw, message)
 
 
+def _check_trainer(get: Getter, spec: LauncherSpec) -> None:
+    if spec.requested is None:
+        return
+    nodes, per_node = spec.requested
+    raw = get(per_node)
+    # "auto", "cpu" and "gpu" leave the count to torchrun: only a number says it.
+    if raw is None or not raw.strip().isdigit() or int(raw) <= 1:
+        return
+    message = (
+        f"this Kubeflow TrainJob asks for {raw.strip()} processes per node ({per_node}="
+        f"{raw!r}, {_pair(get, nodes)}), but no torchrun started this process, so each pod "
+        f"runs one. Run the program under torchrun in the trainer's command (it reads the "
+        f"PET_* variables), or set numProcPerNode to 1"
+    )
+    raise LauncherEnvError(per_node, raw, message)
+
+
 def cross_check(get: Getter, launcher: Launcher) -> None:
     """Check the winning launcher's variables against the launcher around it.
 
@@ -131,6 +148,9 @@ def cross_check(get: Getter, launcher: Launcher) -> None:
         return
     if launcher is Launcher.KUBEFLOW:
         _check_kubeflow(get, SPECS[launcher])
+        return
+    if launcher is Launcher.KUBEFLOW_TRAINER:
+        _check_trainer(get, SPECS[launcher])
         return
     if launcher not in (Launcher.TORCHRUN, Launcher.ENVIRONMENT):
         return

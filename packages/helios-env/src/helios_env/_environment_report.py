@@ -126,7 +126,7 @@ class EnvironmentReport:
         group = "live default group" if self.process_group else "none"
         job_unknown = "none" if self.launcher is Launcher.NONE else "unknown"
         rows = [
-            ("launcher", str(self.launcher), ""),
+            ("launcher", str(self.launcher), src.get("launcher", "")),
             ("process group", group, ""),
             ("rank", f"{info.rank} of {info.world_size}", f"{src['rank']}, {src['world_size']}"),
             (

@@ -17,6 +17,9 @@ from typing import NamedTuple
 __all__ = [
     "MPI_SPECS",
     "SPECS",
+    "GivenMeeting",
+    "Hostfile",
+    "HostsJson",
     "Launcher",
     "LauncherSpec",
     "LsfHosts",
@@ -47,6 +50,24 @@ class Launcher(str, enum.Enum):
     """MPICH, Intel MPI or another Hydra-based ``mpirun`` (``PMI_RANK``, ``PMI_SIZE``)."""
     SLURM = "slurm"
     """A SLURM ``srun`` step (also inside ``salloc`` and ``sbatch``)."""
+    AZUREML = "azureml"
+    """AzureML's PyTorch distribution, which starts each process itself."""
+    AZUREML_MPI = "azureml-mpi"
+    """AzureML's MPI distribution: Open MPI's ``mpirun`` with the job's primary node."""
+    VERTEX_AI = "vertex-ai"
+    """A Vertex AI PyTorch worker pool: one process per machine."""
+    RAY_TRAIN = "ray-train"
+    """A Ray Train worker of ``TorchTrainer``."""
+    KUBEFLOW_TRAINER = "kubeflow-trainer"
+    """A Kubeflow Trainer (v2) TrainJob pod running the program without torchrun."""
+    SAGEMAKER = "sagemaker"
+    """A SageMaker training host running the program once, without a launcher."""
+    SAGEMAKER_MPI = "sagemaker-mpi"
+    """SageMaker's MPI launch: Open MPI's ``mpirun`` across the job's hosts."""
+    PALS = "pals"
+    """HPE Cray PALS's ``mpiexec`` (PBS Pro on Polaris, Aurora)."""
+    FLUX = "flux"
+    """Flux's ``flux run`` (its job shell)."""
 
     def __str__(self) -> str:
         return self.value
@@ -76,6 +97,26 @@ class LsfHosts(NamedTuple):
     slots: str  # "host count host count ...", read when there is no rankfile
 
 
+class HostsJson(NamedTuple):
+    """Where a launcher lists its hosts as a JSON array, rank 0's first, and names this one."""
+
+    hosts: str  # '["algo-1", "algo-2"]'
+    current: str  # this host, one of hosts: its place is the node's index
+
+
+class Hostfile(NamedTuple):
+    """A file of the job's hosts, one a line, rank 0's first."""
+
+    path: str
+
+
+class GivenMeeting(NamedTuple):
+    """Where the launcher states rank 0's address and port, in variables of its own."""
+
+    addr: str  # a host, or "host:port" when port is None
+    port: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class LauncherSpec:
     """Everything helios reads of one launcher's environment, and what it means."""
@@ -94,7 +135,14 @@ class LauncherSpec:
     mpi: bool = False  # found in MPI_SPECS' order; its job: a non-empty one of job, or its proxy
     derives: bool = False  # MASTER_ADDR and MASTER_PORT are derived when unset
     also_set_by_srun: bool = False  # srun's PMI plugin sets its rank variables for a step too
-    hosts: SlurmHosts | LsfHosts | None = None  # where it lists its hosts, for rank 0's address
+    hosts: SlurmHosts | LsfHosts | HostsJson | Hostfile | GivenMeeting | None = None
+    """Where it lists its hosts or states its meeting point, for rank 0's address."""
+    overlaps: tuple[Launcher, ...] = ()  # launchers whose variables it sets too: it wins
+
+    @property
+    def one_per_listed_host(self) -> bool:
+        """Whether a rank is its host's place in a list of hosts (one process per host)."""
+        return self.one_per_node is not None and isinstance(self.hosts, HostsJson)
 
 
 def _mpi(
@@ -108,6 +156,12 @@ def _mpi(
 
 
 _ENV = Names("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+_OMPI = Names(
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+)
 _TABLE = (
     LauncherSpec(
         Launcher.TORCHRUN,
@@ -130,27 +184,132 @@ _TABLE = (
         one_per_node="one process per pod (PET_NNODES)",
         requested=("PET_NNODES", "PET_NPROC_PER_NODE"),
     ),
-    # The MPI flavours, in the order they are preferred. LSF's LSB_JOBID names the
-    # bsub job, not one jsrun step of it: only PMIx's namespace tells two steps apart.
-    _mpi(
-        Launcher.OPEN_MPI,
-        Names(
-            "OMPI_COMM_WORLD_RANK",
-            "OMPI_COMM_WORLD_SIZE",
-            "OMPI_COMM_WORLD_LOCAL_RANK",
-            "OMPI_COMM_WORLD_LOCAL_SIZE",
-        ),
-        ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"),
+    # AzureML's PyTorch distribution starts every process itself, with RANK, WORLD_SIZE,
+    # LOCAL_RANK, NODE_RANK and MASTER_ADDR/PORT (MicrosoftDocs/azure-docs,
+    # how-to-train-distributed-gpu.md); AZUREML_NODE_COUNT is the job's instance_count.
+    LauncherSpec(
+        Launcher.AZUREML,
+        Names("RANK", "WORLD_SIZE", "LOCAL_RANK", None),
+        ("AZUREML_RUN_ID", "RANK", "WORLD_SIZE"),
+        node="NODE_RANK",
+        nodes=("AZUREML_NODE_COUNT",),
+        job=(("AZUREML_RUN_ID",),),
+        job_format="AzureML run {}",
+        overlaps=(Launcher.ENVIRONMENT,),
+    ),
+    # Vertex AI's PyTorch containers set RANK and WORLD_SIZE counting machines, not
+    # processes (Google Cloud, "Configuring distributed training for PyTorch"), beside
+    # the CLUSTER_SPEC of every distributed job: a process of its own is one per machine.
+    LauncherSpec(
+        Launcher.VERTEX_AI,
+        Names("RANK", "WORLD_SIZE", "LOCAL_RANK", None),
+        ("CLUSTER_SPEC", "RANK", "WORLD_SIZE"),
+        one_per_node="one process per machine (Vertex AI's WORLD_SIZE counts machines)",
+        job=(("CLOUD_ML_JOB_ID",),),
+        job_format="Vertex AI job {}",
+        overlaps=(Launcher.ENVIRONMENT,),
+    ),
+    # Ray Train's _set_torch_distributed_env_vars (python/ray/train/torch/config.py) sets
+    # torchrun's four, NODE_RANK (newer releases) and ACCELERATE_TORCH_DEVICE in each worker.
+    LauncherSpec(
+        Launcher.RAY_TRAIN,
+        _ENV,
+        ("ACCELERATE_TORCH_DEVICE", "RANK", "WORLD_SIZE"),
+        node="NODE_RANK",
+        overlaps=(Launcher.ENVIRONMENT,),
+    ),
+    # Kubeflow Trainer's torch plugin (pkg/runtime/framework/plugins/torch/torch.go) sets
+    # only PET_* for torchrun: a pod that runs plain python is one process.
+    LauncherSpec(
+        Launcher.KUBEFLOW_TRAINER,
+        Names("PET_NODE_RANK", "PET_NNODES", "LOCAL_RANK", None),
+        ("PET_NODE_RANK", "PET_NNODES"),
+        one_per_node="one process per pod (PET_NNODES: no torchrun started this one)",
+        requested=("PET_NNODES", "PET_NPROC_PER_NODE"),
+        derives=True,
+        hosts=GivenMeeting("PET_MASTER_ADDR", "PET_MASTER_PORT"),
+    ),
+    # The SageMaker training toolkit runs the entry point once per host, with its hosts
+    # (SM_HOSTS, a JSON array) and its own (SM_CURRENT_HOST); TRAINING_JOB_NAME names it.
+    LauncherSpec(
+        Launcher.SAGEMAKER,
+        Names("SM_CURRENT_HOST", "SM_HOSTS", "LOCAL_RANK", None),
+        ("SM_HOSTS", "SM_CURRENT_HOST"),
+        one_per_node="one process per host (SM_HOSTS)",
+        job=(("TRAINING_JOB_NAME",),),
+        job_format="SageMaker job {}",
+        derives=True,
+        hosts=HostsJson("SM_HOSTS", "SM_CURRENT_HOST"),
+    ),
+    # The MPI flavours, in the order they are preferred: a launcher that also sets a
+    # more general one's variables comes first. LSF's LSB_JOBID names the bsub job, not
+    # one jsrun step of it: only PMIx's namespace tells two steps apart.
+    # Flux's job shell (flux-core src/shell/task.c, src/shell/pmi/pmi.c) sets FLUX_* and
+    # PMI_RANK/PMI_SIZE; its cray-pals plugin (flux-coral2 src/shell/plugins/cray_pals.c)
+    # PALS_RANKID and PALS_NODEID, the shell's rank: the node's index.
+    LauncherSpec(
+        Launcher.FLUX,
+        Names("FLUX_TASK_RANK", "FLUX_JOB_SIZE", "FLUX_TASK_LOCAL_ID", None),
+        ("FLUX_TASK_RANK", "FLUX_JOB_SIZE"),
+        node="PALS_NODEID",
+        nodes=("FLUX_JOB_NNODES",),
+        job=(("FLUX_JOB_ID",),),
+        job_format="flux job {}",
+        mpi=True,
+        derives=True,
+        overlaps=(Launcher.PALS, Launcher.MPICH),
+    ),
+    # PALS's mpiexec sets PALS_* and Cray PMI's PMI_* (with --pmi=pmix, no PMI_SIZE);
+    # rank 0 runs on the first host of the PBS job's node file.
+    LauncherSpec(
+        Launcher.PALS,
+        Names("PALS_RANKID", "PMI_SIZE", "PALS_LOCAL_RANKID", "PMI_LOCAL_SIZE"),
+        ("PALS_RANKID",),
+        node="PALS_NODEID",
+        job=(("PALS_APID", "PBS_JOBID"),),
+        job_format="pals job {}",
+        mpi=True,
+        derives=True,
+        hosts=Hostfile("PBS_NODEFILE"),
+        overlaps=(Launcher.MPICH,),
+    ),
+    # AzureML's MPI distribution: Open MPI's mpirun, with the primary node's host:port
+    # in AZ_BATCH_MASTER_NODE on several nodes (how-to-train-distributed-gpu.md).
+    replace(
+        _mpi(Launcher.AZUREML_MPI, _OMPI, ("AZUREML_RUN_ID",)),
+        detect=(_OMPI.rank, _OMPI.world_size, "AZ_BATCH_MASTER_NODE"),
+        nodes=("AZUREML_NODE_COUNT",),
+        hosts=GivenMeeting("AZ_BATCH_MASTER_NODE", None),
+        overlaps=(Launcher.OPEN_MPI,),
+    ),
+    # SageMaker's MPI launch (sagemaker-training-toolkit src/sagemaker_training/mpi.py)
+    # runs mpirun from the first host over SM_HOSTS, each host's ranks in turn.
+    replace(
+        _mpi(Launcher.SAGEMAKER_MPI, _OMPI, ("TRAINING_JOB_NAME",)),
+        detect=(_OMPI.rank, _OMPI.world_size, "SM_HOSTS", "SM_CURRENT_HOST"),
+        hosts=HostsJson("SM_HOSTS", "SM_CURRENT_HOST"),
+        overlaps=(Launcher.OPEN_MPI,),
     ),
     _mpi(
-        Launcher.MVAPICH2,
-        Names(
-            "MV2_COMM_WORLD_RANK",
-            "MV2_COMM_WORLD_SIZE",
-            "MV2_COMM_WORLD_LOCAL_RANK",
-            "MV2_COMM_WORLD_LOCAL_SIZE",
+        Launcher.OPEN_MPI,
+        _OMPI,
+        ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "OMPI_MCA_orte_ess_jobid"),
+    ),
+    # mpirun_rsh's mpispawn sets the node's index and the job's node count too
+    # (MVAPICH2 src/pm/mpirun/mpispawn.c).
+    replace(
+        _mpi(
+            Launcher.MVAPICH2,
+            Names(
+                "MV2_COMM_WORLD_RANK",
+                "MV2_COMM_WORLD_SIZE",
+                "MV2_COMM_WORLD_LOCAL_RANK",
+                "MV2_COMM_WORLD_LOCAL_SIZE",
+            ),
+            ("MPIRUN_ID", "PMI_JOBID"),
         ),
-        ("MPIRUN_ID", "PMI_JOBID"),
+        node="MV2_NODE_ID",
+        nodes=("MV2_NUM_NODES_IN_JOB",),
     ),
     _mpi(
         Launcher.LSF,

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from helios_env._environ import Getter
 from helios_env._errors import LauncherEnvError
+from helios_env._hostlists import host_count, host_index
 from helios_env._integers import read_int
-from helios_env._launcher import LauncherSpec
+from helios_env._launcher import HostsJson, LauncherSpec
 from helios_env._sources import DERIVED
 
 __all__ = ["NO_NODES", "Fact", "Nodes", "stated_nodes", "tasks_here"]
@@ -112,6 +113,11 @@ def _count_candidates(get: Getter, spec: LauncherSpec) -> Iterator[Fact]:
         count = read_int(get, name, minimum=1)
         if count is not None:
             yield Fact(count, name, name)
+    if isinstance(spec.hosts, HostsJson):
+        listed = host_count(get, spec.hosts)
+        if listed is not None:
+            name = spec.hosts.hosts
+            yield Fact(listed, f"{DERIVED}: the hosts in {name}", name)
     for name in spec.tasks_per_node:
         counts = _counts(get, name)
         if counts is not None:
@@ -125,6 +131,14 @@ def _count_candidates(get: Getter, spec: LauncherSpec) -> Iterator[Fact]:
             yield Fact(1, f"{DERIVED}: one node ({spec.names.world_size} <= {name})", name)
         elif tasks % each == 0:
             yield Fact(tasks // each, f"{DERIVED}: {spec.names.world_size} / {name}", name)
+
+
+def _listed_node(get: Getter, hosts: HostsJson) -> Fact | None:
+    """This node's index: its host's place in the launcher's list of hosts."""
+    place = host_index(get, hosts)
+    if place is None:
+        return None
+    return Fact(place, f"{DERIVED}: {hosts.current}'s place in {hosts.hosts}", hosts.current)
 
 
 def stated_nodes(get: Getter, specs: Sequence[LauncherSpec]) -> Nodes:
@@ -150,6 +164,8 @@ def stated_nodes(get: Getter, specs: Sequence[LauncherSpec]) -> Nodes:
         index = read_int(get, spec.node, minimum=0)
         if node is None and index is not None and spec.node is not None:
             node = Fact(index, spec.node, spec.node)
+        if node is None and isinstance(spec.hosts, HostsJson):
+            node = _listed_node(get, spec.hosts)
         if count is None:
             count = _first(get, _count_candidates(get, spec))
     if node is not None and count is not None and node.value >= count.value:

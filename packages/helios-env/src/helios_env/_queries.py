@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from helios_env._detect import FORCE_VARIABLE, detect_with
 from helios_env._environ import ENVIRON_BYTES, Getter, environ_get
+from helios_env._hostlists import host_count, host_index
 from helios_env._integers import parse_int
-from helios_env._launcher import SPECS, Launcher, LauncherSpec
+from helios_env._launcher import SPECS, HostsJson, Launcher, LauncherSpec
 from helios_env._learned import learned_layout
 from helios_env._sources import ASSUMED, DERIVED
 from helios_env._variables import from_variables, live_group, missing
@@ -37,8 +38,12 @@ def _spec() -> LauncherSpec | None:
 
 
 def _required(get: Getter, spec: LauncherSpec, name: str, *, minimum: int) -> int:
-    raw = get(name)
     names = spec.names
+    if spec.one_per_listed_host and isinstance(spec.hosts, HostsJson):
+        # One process per listed host: the rank is this host's place, the size the list's.
+        read = host_count if name == names.world_size else host_index
+        return read(get, spec.hosts) or 0
+    raw = get(name)
     if raw is None:
         if get(names.rank) is None and get(names.world_size) is None:
             from_variables(get, spec)  # raises: the local rank alone, as get_dist_info does

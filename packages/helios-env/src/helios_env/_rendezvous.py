@@ -1,13 +1,17 @@
 """Where the ranks of a job meet, and which job they are, when nobody said.
 
-``MASTER_ADDR`` and ``MASTER_PORT`` always win. Under srun and mpirun, when they are
-unset, they are derived the same way on every rank:
+``MASTER_ADDR`` and ``MASTER_PORT`` always win. Where a launcher states its own
+meeting point (AzureML's ``AZ_BATCH_MASTER_NODE``, Kubeflow Trainer's
+``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``), that is used next. Under srun, mpirun and
+the launchers that list their hosts, when they are unset, they are derived the same
+way on every rank:
 
 - the address is loopback when every rank runs on one node, else the host of rank 0:
   the first host of the srun step's nodelist (the first line of ``SLURM_HOSTFILE``
   under ``--distribution=arbitrary``), the first compute host of an LSF job
-  (``LSB_DJOB_RANKFILE``, else ``LSB_MCPU_HOSTS``); under any other mpirun on several
-  nodes it cannot be known from the environment alone;
+  (``LSB_DJOB_RANKFILE``, else ``LSB_MCPU_HOSTS``), the first host of SageMaker's
+  ``SM_HOSTS``, the first line of PBS's ``PBS_NODEFILE`` under PALS; under any other
+  mpirun on several nodes it cannot be known from the environment alone;
 - the port is computed from the job's identity (the SLURM job and step, the MPI job)
   into a range outside the kernel's ephemeral ports, so a port the kernel handed to
   some connection is not taken, and two steps of one job get different ports. The
@@ -32,9 +36,19 @@ from pathlib import Path
 from helios_env._environ import Getter
 from helios_env._errors import HostlistError, LauncherEnvError
 from helios_env._hostlist import first_host
+from helios_env._hostlists import file_first_host, first_entry, given_meeting, listed_hosts
 from helios_env._info import DistributedInfo
 from helios_env._integers import read_int
-from helios_env._launcher import SPECS, Launcher, LauncherSpec, LsfHosts, SlurmHosts
+from helios_env._launcher import (
+    SPECS,
+    GivenMeeting,
+    Hostfile,
+    HostsJson,
+    Launcher,
+    LauncherSpec,
+    LsfHosts,
+    SlurmHosts,
+)
 from helios_env._placement import stated_nodes
 from helios_env._sources import ASSUMED
 
@@ -196,6 +210,12 @@ def _address(get: Getter, spec: LauncherSpec, one_node: str | None) -> tuple[str
         return LOOPBACK, f"derived: one node ({one_node})"
     if isinstance(spec.hosts, SlurmHosts):
         return _slurm_first(get, spec.hosts)
+    if isinstance(spec.hosts, Hostfile):
+        return file_first_host(get, spec.hosts)
+    if isinstance(spec.hosts, HostsJson):
+        listed = listed_hosts(get, spec.hosts)
+        if listed is not None:
+            return listed[0], f"derived: first host of {spec.hosts.hosts}"
     lsf = _LSF.hosts
     if isinstance(lsf, LsfHosts) and (spec is _LSF or get(_LSF.names.world_size) is not None):
         found = _lsf_first_compute_host(get, lsf)
@@ -229,21 +249,18 @@ def _arbitrary_first(get: Getter, hosts: SlurmHosts) -> tuple[str | None, str]:
     path = get(hosts.hostfile)
     if not path:
         return None, f"not derived: {by}, which is not set; set MASTER_ADDR to rank 0's host"
-    try:
-        lines = Path(path).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+    entry, problem = first_entry(path)
+    if problem is not None:
         return None, (
-            f"not derived: {by}={path!r}, which cannot be read on this node ({exc}); set "
+            f"not derived: {by}={path!r}, which cannot be read on this node ({problem}); set "
             "MASTER_ADDR to rank 0's host"
         )
-    for line in lines:
-        entry = line.split("#", 1)[0].strip()
-        if entry:
-            try:
-                return first_host(entry), f"derived: first host of {hosts.hostfile} (arbitrary)"
-            except HostlistError as exc:
-                message = f"{hosts.hostfile} {path!r} starts with {entry!r}: {exc.reason}"
-                raise LauncherEnvError(hosts.hostfile, path, message) from None
+    if entry is not None:
+        try:
+            return first_host(entry), f"derived: first host of {hosts.hostfile} (arbitrary)"
+        except HostlistError as exc:
+            message = f"{hosts.hostfile} {path!r} starts with {entry!r}: {exc.reason}"
+            raise LauncherEnvError(hosts.hostfile, path, message) from None
     return None, f"not derived: {hosts.hostfile}={path!r} lists no host; set MASTER_ADDR"
 
 
@@ -288,7 +305,7 @@ def _one_node(
     get: Getter, spec: LauncherSpec, info: DistributedInfo, sources: dict[str, str]
 ) -> str | None:
     """Why every rank of the job runs on this node; None when they may not."""
-    if spec.nodes:
+    if spec.nodes or isinstance(spec.hosts, HostsJson):
         count = stated_nodes(get, [spec]).count
         if count is None or count.value != 1:
             return None
@@ -324,6 +341,13 @@ def derive(
         return Derived(addr, addr_source, port, port_source, *_job(get, launcher, one_node=False))
     one_node = _one_node(get, spec, info, sources)
     job, job_source = _job(get, launcher, one_node=one_node is not None)
+    if isinstance(spec.hosts, GivenMeeting):
+        # The launcher's own meeting point, where it states one.
+        given_addr, given_port = given_meeting(get, spec.hosts)
+        if addr is None and given_addr is not None:
+            addr, addr_source = given_addr
+        if port is None and given_port is not None:
+            port, port_source = given_port
     if addr is None:
         addr, addr_source = _address(get, spec, one_node)
     if port is None:

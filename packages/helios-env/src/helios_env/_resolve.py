@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from helios_env._attempt import read_attempt
 from helios_env._crosscheck import cross_check
-from helios_env._detect import FORCE_VARIABLE, detect_with, present
+from helios_env._detect import FORCE_VARIABLE, detect_with, overlap, present
 from helios_env._environ import Getter, environ_get, getter_for
 from helios_env._environment_report import EnvironmentReport
 from helios_env._info import DistributedInfo
@@ -32,6 +32,8 @@ def _stated(get: Getter, launcher: Launcher) -> Nodes:
     # started it or an ancestor of it on this node (mpirun's daemons under SLURM, a
     # program that spawns its ranks from each srun task).
     specs = [_TORCHRUN]
+    if spec is not None and spec is not _TORCHRUN and spec is not _SLURM:
+        specs.append(spec)
     if present(get, _SLURM):
         specs = [_SLURM] if spec is _SLURM else [*specs, _SLURM]
     return stated_nodes(get, specs)
@@ -93,6 +95,7 @@ def _resolve(
 ) -> tuple[DistributedInfo, dict[str, str], Launcher, bool]:
     launcher = detect_with(get)
     cross_check(get, launcher)
+    why = overlap(get, launcher)
     learned = learned_layout(group)  # read once: _node and the attempt ask it too
     if launcher is Launcher.NONE and get(FORCE_VARIABLE) is not None:
         found = None  # HELIOS_LAUNCHER=none: a plain process, whatever else is set
@@ -131,6 +134,8 @@ def _resolve(
         get, launcher, info, sources, env_applies=env_applies, learned=learned
     )
     attempt = read_attempt(get, sources, learned)
+    if why is not None:
+        sources["launcher"] = why
     info = DistributedInfo(
         info.local_rank,
         info.rank,
@@ -194,8 +199,9 @@ def get_dist_info() -> DistributedInfo:
 
     Reads the live default process group first (found through ``sys.modules``, so torch
     is never imported), then the launcher's variables (torchrun, hand-set ``RANK`` and
-    ``WORLD_SIZE``, a Kubeflow pod, Open MPI, MVAPICH2, LSF jsrun, MPICH or Intel MPI,
-    an srun step), then falls back to one process: both ranks 0 and both world sizes
+    ``WORLD_SIZE``, a Kubeflow pod, AzureML, Vertex AI, Ray Train, Flux, PALS, Open MPI,
+    MVAPICH2, LSF jsrun, MPICH or Intel MPI, an srun step, a Kubeflow Trainer pod, a
+    SageMaker host), then falls back to one process: both ranks 0 and both world sizes
     1. A group created with ``init_method="tcp://..."`` and no launcher variables still
     answers; its local values then assume a single node. Every launcher variable is
     cross-checked against the others, and against the launcher around the winning one

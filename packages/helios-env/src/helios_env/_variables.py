@@ -14,9 +14,10 @@ from typing import Any
 
 from helios_env._environ import Getter
 from helios_env._errors import LauncherEnvError
+from helios_env._hostlists import host_count, host_index
 from helios_env._info import DistributedInfo
 from helios_env._integers import read_int
-from helios_env._launcher import LauncherSpec
+from helios_env._launcher import HostsJson, LauncherSpec
 from helios_env._placement import Fact, stated_nodes, tasks_here
 from helios_env._sources import ASSUMED, ASSUMED_ONE_NODE, DERIVED
 
@@ -119,9 +120,39 @@ def _local_world_size(
     return Fact(value, f"{ASSUMED}: the ranks spread evenly over {over}", bound)
 
 
+def _one_per_listed_host(
+    get: Getter, spec: LauncherSpec, hosts: HostsJson
+) -> tuple[DistributedInfo, dict[str, str]] | None:
+    """A launcher that runs one process per host of its list: the host's place is the rank."""
+    count, index = host_count(get, hosts), host_index(get, hosts)
+    if count is None or index is None:
+        return None
+    sources = {
+        "rank": f"{DERIVED}: {hosts.current}'s place in {hosts.hosts}",
+        "world_size": f"{DERIVED}: the hosts in {hosts.hosts}",
+        "local_rank": DERIVED,
+        "local_world_size": spec.one_per_node or DERIVED,
+    }
+    return DistributedInfo(0, index, 1, count), sources
+
+
 def from_variables(
     get: Getter, spec: LauncherSpec
 ) -> tuple[DistributedInfo, dict[str, str]] | None:
+    """The ranks and sizes that ``spec``'s variables give, with the source of each.
+
+    Args:
+        get: Looks a variable up by name.
+        spec: The launcher whose variables are read.
+
+    Returns:
+        The values and their sources; None when the launcher's rank variables are unset.
+
+    Raises:
+        LauncherEnvError: A variable is malformed, missing beside another, or out of range.
+    """
+    if spec.one_per_listed_host and isinstance(spec.hosts, HostsJson):
+        return _one_per_listed_host(get, spec, spec.hosts)
     names = spec.names
     rank = read_int(get, names.rank, minimum=0)
     world_size = read_int(get, names.world_size, minimum=1)
