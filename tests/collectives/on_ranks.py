@@ -10,8 +10,8 @@ the ranks as in this process.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -212,11 +212,36 @@ def uneven_zero_dim_everywhere(rank: int, world: int) -> Any:
     return gather_uneven(torch.tensor(1.0))
 
 
+EVENT_LIMIT = timedelta(seconds=60)
+"""How long a rank waits for the others' word through the store before it fails."""
+
+
+def tell(event: str) -> None:
+    """Say through the group's store that this rank got past ``event``."""
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"tests/{event}/{dist.get_rank()}", "1")
+
+
+def wait_until_told(event: str, ranks: Iterable[int]) -> None:
+    """Wait until every one of ``ranks`` said it got past ``event`` (see :func:`tell`)."""
+    store = dist.distributed_c10d._get_default_store()
+    store.wait([f"tests/{event}/{rank}" for rank in ranks], EVENT_LIMIT)
+
+
 def barrier_late(rank: int, late: Iterable[int]) -> None:
-    """Ranks in ``late`` reach ``barrier(0.5)`` 2 s after the others."""
-    if rank in set(late):
-        time.sleep(2.0)
-    barrier(0.5)
+    """Ranks in ``late`` reach ``barrier(0.5)`` once every other rank's has timed out."""
+    late = set(late)
+    # Each rank counts its own calls: all make the same calls, so the counts agree.
+    store = dist.distributed_c10d._get_default_store()
+    event = f"barrier_late/{store.add(f'tests/barrier_late/calls/{rank}', 1)}"
+    if rank in late:
+        wait_until_told(event, (r for r in range(dist.get_world_size()) if r not in late))
+        barrier(0.5)
+        return
+    try:
+        barrier(0.5)
+    finally:
+        tell(event)
 
 
 SCENARIOS: dict[str, Callable[[int, int], Any]] = {

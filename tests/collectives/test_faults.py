@@ -18,7 +18,7 @@ from helios_collectives import BarrierTimeoutError, all_reduce_tensors, barrier,
 from helios_env import DistributedInfo
 from helios_pg._reports._peer import is_peer_failure
 from tests.collectives.conftest import CPU_RUN_ENV, GROUP_TIMEOUT
-from tests.collectives.on_ranks import barrier_late
+from tests.collectives.on_ranks import barrier_late, tell, wait_until_told
 from tests.support.groups import run_scenarios
 from tests.support.procs import base_env, results
 
@@ -74,13 +74,16 @@ def test_a_rank_that_skips_a_collective_makes_the_others_raise_within_the_timeou
     dist_info: DistributedInfo,
 ) -> None:
     if dist_info.rank == WORLD - 1:
-        # Never reaches the all-reduce, and stays alive past the bound below: the others
-        # must raise at their group timeout, not when this rank's connections close.
-        time.sleep(SKIP_GROUP_TIMEOUT + MARGIN + 1)
+        # Never reaches the all-reduce, and stays alive until the others have raised:
+        # they must raise at their group timeout, not when this rank's connections close.
+        wait_until_told("skipped", range(WORLD - 1))
         return
     start = time.monotonic()
-    with pytest.raises(RuntimeError):
-        all_reduce_tensors(torch.ones(3))
+    try:
+        with pytest.raises(RuntimeError):
+            all_reduce_tensors(torch.ones(3))
+    finally:
+        tell("skipped")
     assert time.monotonic() - start < SKIP_GROUP_TIMEOUT + MARGIN
 
 

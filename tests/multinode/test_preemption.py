@@ -109,7 +109,10 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
         text = (progress / "step").read_text() if (progress / "step").exists() else ""
         return int(text) if text.strip().isdigit() else -1
 
-    wait_for("the first attempt's third step", lambda: step() >= 3, cluster, output)
+    if how != "time_limit":
+        # SLURM's own warning may come before the first step: the worker holds it until
+        # its handlers are in, so the first attempt may stop after any step.
+        wait_for("the first attempt's third step", lambda: step() >= 3, cluster, output)
     sent = time.time()
     if how in ("scancel", "srun_torchrun"):
         signalled = cluster.finish(["scancel", "--signal=USR1", job])
@@ -120,8 +123,12 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
     def second_attempt_ended() -> dict[str, str] | None:
         fields = job_fields(cluster, job)
         if fields.get("Restarts") == "1" and fields.get("Reason") == "BeginTime":
-            # SLURM holds a requeued job a while: lift the hold once the job waits.
-            cluster.finish(["scontrol", "update", f"JobId={job}", "StartTime=now"])
+            # SLURM holds a requeued job a while: lift the hold once the job waits. Its
+            # time limit goes too: the second attempt runs to its end however slowly
+            # its ranks import torch, with no second warning.
+            limit = ["TimeLimit=UNLIMITED"] if how == "time_limit" else []
+            lifted = cluster.finish(["scontrol", "update", f"JobId={job}", "StartTime=now", *limit])
+            assert lifted.returncode == 0 or not limit, describe(lifted)
         ended = fields.get("Restarts") == "1" and fields.get("JobState") in {"COMPLETED", "FAILED"}
         return fields if ended else None
 
@@ -144,7 +151,7 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
     assert len(stopped) == 1, report  # every rank stopped after the same step
     (last,) = stopped
     assert isinstance(last, int), report
-    assert last >= 3, report
+    assert last >= (0 if how == "time_limit" else 3), report
     # Every step ran once per rank: the second attempt starts where the first stopped.
     assert {entry["start"] for entry in second.values()} == {last + 1}, report
     assert {entry["stopped"] for entry in second.values()} == {None}, report

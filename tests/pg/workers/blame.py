@@ -2,9 +2,9 @@
 
 ``HELIOS_TEST_BLAME`` says which case:
 
-- ``recovered``: rank 1 is late twice (past the hang timeout, inside the group
-  timeout) and catches up each time; later rank 2 raises ``ValueError``. Rank 2 is to
-  blame, and each of the two hangs had a roll call.
+- ``recovered``: rank 1 is late twice (until the roll call on it was held, inside the
+  group timeout) and catches up each time; later rank 2 raises ``ValueError``. Rank 2
+  is to blame, and each of the two hangs had a roll call.
 - ``two_groups``: rank 2 sleeps outside any collective while rank 1 waits in the
   default group and rank 0 in a group of ranks 0 and 1. Rank 2 is to blame.
 - ``broken_str``: rank 1 raises an exception whose ``__str__`` raises.
@@ -23,6 +23,7 @@ import os
 import queue
 import threading
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -31,6 +32,7 @@ from helios_pg import process_group
 from tests.support.worker import group_timeout
 
 HUGE = 1_000_000
+ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 
 
 class BrokenStrError(Exception):
@@ -41,10 +43,27 @@ class BrokenStrError(Exception):
         raise RuntimeError(message)
 
 
+def convicted(present: bool) -> bool:
+    """Whether this rank's hang error file is there (``present``) or gone, as asked.
+
+    A culprit's watchdog writes it once it has read the roll call's verdict, and takes
+    it back once that hang ended: events, whatever the speed of the machine.
+    """
+    return Path(os.environ[ERROR_FILE]).exists() == present
+
+
+def late_until_convicted() -> None:
+    """Stay out of the collective until the roll call on this hang was held."""
+    deadline = time.monotonic() + group_timeout().total_seconds()
+    for present in (False, True):  # the last hang ended here, then this one's verdict
+        while not convicted(present) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 def recovered(rank: int) -> None:
     for _ in range(2):
         if rank == 1:
-            time.sleep(float(os.environ["HELIOS_HANG_TIMEOUT"]) + 3)  # late
+            late_until_convicted()
         dist.all_reduce(torch.ones(1))
         dist.all_reduce(torch.ones(1))  # the job went on
     if rank == 2:

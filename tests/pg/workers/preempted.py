@@ -28,11 +28,17 @@ import signal
 import time
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
+# Held, not acted on, until preemption() has its handlers: a stop signal that comes
+# while torch imports (SLURM's --signal=USR1@30 fixes its moment, not the rank's)
+# then stops the job after a step instead of killing the rank.
+STOP_SIGNALS = {signal.SIGUSR1, signal.SIGTERM}
+signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
-from helios_pg import preemption, process_group
-from tests.support.worker import group_timeout, report
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from helios_pg import preemption, process_group  # noqa: E402
+from tests.support.worker import group_timeout, report  # noqa: E402
 
 STEPS = int(os.environ.get("HELIOS_TEST_STEPS", "40"))
 SIGNAL_AT = 3
@@ -73,6 +79,7 @@ def main() -> None:
     checkpoint = Path(os.environ["HELIOS_TEST_CHECKPOINT"])
     every = int(os.environ.get("HELIOS_TEST_EVERY", "0"))
     with process_group(timeout=group_timeout()) as info, preemption() as stop:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held comes now
         start = load(checkpoint)
         step = start
         stopped = None

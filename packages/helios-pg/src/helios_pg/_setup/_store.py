@@ -229,7 +229,7 @@ def side_channel(
         meeting: Where the store is.
         env_store: The store the group formed on (for the key's session).
         wait: Seconds a request waits for a connection opening in the background
-            before it fails; None connects now, with the short timeout.
+            before it fails; None connects now.
 
     Returns:
         The store client and the key of the job's first failure; None when ``wait`` is
@@ -250,7 +250,9 @@ def side_channel(
     if wait is not None:
         return LateStore(connect, wait), key
     try:
-        return connect(_SIDE_TIMEOUT), key
+        # The store init just met at is up: a connection slow to open is a loaded
+        # machine, which the short timeout would leave without a watchdog's store.
+        return connect(), key
     except (RuntimeError, ValueError):
         return None
 
