@@ -14,6 +14,11 @@ import types
 __all__ = ["surface_problems"]
 
 
+def _submodule(module: types.ModuleType, name: str) -> bool:
+    value = getattr(module, name, None)
+    return isinstance(value, types.ModuleType) and value.__name__ == f"{module.__name__}.{name}"
+
+
 def surface_problems(module: types.ModuleType) -> dict[str, list[str]]:
     """What is wrong with ``module``'s public surface, by kind; empty when nothing is.
 
@@ -27,8 +32,12 @@ def surface_problems(module: types.ModuleType) -> dict[str, list[str]]:
             name
             for name in dir(module)
             # pytest's assertion rewriting adds names such as "@py_builtins" to the
-            # modules of a plugin's package: no attribute access can reach them.
-            if name.isidentifier() and not name.startswith("_") and name not in names
+            # modules of a plugin's package: no attribute access can reach them. A public
+            # submodule (helios_env.integration) is an attribute once imported.
+            if name.isidentifier()
+            and not name.startswith("_")
+            and name not in names
+            and not _submodule(module, name)
         ),
         "a function or class without a docstring": sorted(
             name
