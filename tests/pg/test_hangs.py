@@ -27,6 +27,7 @@ from helios_pg import RendezvousConfigError, init, shutdown
 from helios_pg._reports import _watchdog
 from helios_pg._reports._hang_settings import hang_timeout_from
 from helios_pg._reports._issued import IssuedWork, Place, hooks_supported
+from helios_pg._reports._ledger import Ledger
 from helios_pg._reports._records import Answer
 from helios_pg._reports._verdict import decide
 from helios_pg._reports._watchdog import Watchdog
@@ -399,3 +400,17 @@ def test_the_watchdog_has_a_store_connection_of_its_own_when_a_store_is_given() 
         assert group_store.get("helios-probe") == b"seen"
     finally:
         shutdown()
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_a_hang_after_a_rank_failed_gets_no_roll_call(tmp_path: Path, failed: bool) -> None:
+    store = TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=20))
+    watchdog = Watchdog(0, 1, store, "calls", 0.5, tmp_path, failure_key="failures")
+    if failed:
+        line = "rank 1 on host failed: ValueError: bad batch 9"
+        Ledger(store, "failures").publish(rank=1, line=line, timestamp=1, kind="own")
+    watchdog.current.op, watchdog.current.seq = "all_reduce", 3
+    watchdog.current.since = time.monotonic() - 10  # waiting far past the hang timeout
+    watchdog.tick()
+    # The failure names the culprit; without one, the rank calls the roll.
+    assert store.check([f"{watchdog.round_key}/hung"]) is not failed

@@ -3,8 +3,9 @@
 ``HELIOS_TEST_BLAME`` says which case:
 
 - ``recovered``: rank 1 is late twice (until the roll call on it was held, inside the
-  group timeout) and catches up each time; later rank 2 raises ``ValueError``. Rank 2
-  is to blame, and each of the two hangs had a roll call.
+  group timeout) and catches up each time; once both hangs ended, rank 2 raises
+  ``ValueError`` while the others wait. Rank 2 is to blame, each of the two hangs had a
+  roll call, and the wait after the failure has none.
 - ``two_groups``: rank 2 sleeps outside any collective while rank 1 waits in the
   default group and rank 0 in a group of ranks 0 and 1. Rank 2 is to blame.
 - ``broken_str``: rank 1 raises an exception whose ``__str__`` raises.
@@ -29,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from helios_pg import process_group
+from helios_pg._reports import _watchdog
 from tests.support.worker import group_timeout
 
 HUGE = 1_000_000
@@ -60,6 +62,16 @@ def late_until_convicted() -> None:
             time.sleep(0.05)
 
 
+def hangs_ended(count: int) -> None:
+    """Wait until this rank's watchdog saw ``count`` hangs end (its round moved on)."""
+    deadline = time.monotonic() + group_timeout().total_seconds()
+    watchdog = _watchdog._watchdog
+    while watchdog is not None and watchdog.round.number < count:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 def recovered(rank: int) -> None:
     for _ in range(2):
         if rank == 1:
@@ -67,7 +79,7 @@ def recovered(rank: int) -> None:
         dist.all_reduce(torch.ones(1))
         dist.all_reduce(torch.ones(1))  # the job went on
     if rank == 2:
-        time.sleep(1)
+        hangs_ended(2)
         message = "bad batch 9"
         raise ValueError(message)
     dist.all_reduce(torch.ones(1))

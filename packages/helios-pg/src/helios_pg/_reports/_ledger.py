@@ -91,6 +91,15 @@ class Ledger:
         """Withdraw entry ``number`` (a hang that ended): it no longer names a culprit."""
         self.store.set(f"{self.key}/{number}/withdrawn", "1")
 
+    def own_failure(self) -> bool:
+        """Whether a rank's own failure is published: it is the culprit whatever follows."""
+        count = int(self.store.add(f"{self.key}/count", 0))
+        for number in range(1, count + 1):
+            key = f"{self.key}/{number}"
+            if self.store.check([key]) and _entry(number, self.store.get(key)).kind == "own":
+                return True
+        return False
+
     def first(self, wait: float) -> Entry | None:
         """The culprit, waiting up to ``wait`` seconds for one to be published.
 

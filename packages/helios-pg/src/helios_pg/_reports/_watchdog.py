@@ -18,6 +18,8 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
 - a hang can end (a late rank catches up): a waiting rank whose collective then completes
   without an error says so, the culprit's entry in the job's ledger of failures is
   withdrawn and its error file removed, and the next hang gets a roll call of its own;
+- a hang after a rank's own code failed gets no roll call: that failure, first in the
+  job's ledger, names the culprit;
 - a rank whose main thread holds the GIL in C cannot answer; faulthandler's C-level
   dump, armed every tick, still writes its stack to its file. The signal
   ``HELIOS_HANG_SIGNAL`` (default ``SIGUSR2``, ``none`` to leave every signal alone;
@@ -92,6 +94,8 @@ class Watchdog:
     """Whether this rank ever answered a roll call (its report file is then kept)."""
     own_directory: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    failed: bool = False
+    """Whether a rank's own failure was published: a hang after it is what it left."""
 
     @property
     def round_key(self) -> str:
@@ -245,6 +249,12 @@ class Watchdog:
             retract_hang_file(path)
         self.round = self.round.next()
 
+    def after_failure(self) -> bool:
+        """Whether a rank's own code failed: its failure, not a roll call, names the culprit."""
+        if not self.failed and self.failure_key:
+            self.failed = Ledger(self.store, self.failure_key).own_failure()
+        return self.failed
+
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
         if self.dump is not None:
@@ -252,6 +262,8 @@ class Watchdog:
         if not self.round.answered:
             place = self.place()
             if place is not None and time.monotonic() - place.since > self.timeout:
+                if self.after_failure():
+                    return
                 self.store.compare_set(f"{self.round_key}/hung", "", str(self.rank))
                 self.respond()
                 self.call()
