@@ -62,8 +62,9 @@ def test_each_node_resolves_only_its_own_name_to_loopback(loopback_nodes: Virtua
 
 def test_plain_torch_advertises_the_loopback_address(loopback_nodes: VirtualNodes) -> None:
     commands = static_agents(loopback_nodes, 1, "--plain", f"--timeout={PLAIN_TIMEOUT}")
-    # The rank that connects (either one) fails; its peer waits on, and the limit ends it.
-    finished = loopback_nodes.run_all(commands, limit=PLAIN_TIMEOUT + 20, raise_on_timeout=False)
+    # The rank that connects (either one) fails; its peer would wait on: it is stopped
+    # once the first has exited.
+    finished = loopback_nodes.run_all(commands, limit=LIMIT, first_exit=True)
 
     assert all(item.returncode != 0 for item in finished), describe(finished)
     assert any("remote=[127.0.1.1]" in item.stderr for item in finished), describe(finished)

@@ -397,8 +397,11 @@ class VirtualNodes:
         limit: float = DEFAULT_LIMIT,
         cwd: str | Path | None = None,
         raise_on_timeout: bool = True,
+        first_exit: bool = False,
     ) -> list[Finished]:
         """Run each ``(node, args, env)`` at once, all killed at ``limit`` s, like :meth:`run`.
+
+        With ``first_exit``, the others are killed once one has exited.
 
         Raises:
             TimeoutError: Some command ran past ``limit``; every one was killed. With
@@ -409,7 +412,13 @@ class VirtualNodes:
             full_env = dict(env) if env is not None else self.env()
             full_env[MARKER] = self.marker
             started.append((self.argv(node, *args), full_env))
-        return run_processes(started, limit=limit, cwd=cwd, raise_on_timeout=raise_on_timeout)
+        return run_processes(
+            started,
+            limit=limit,
+            cwd=cwd,
+            raise_on_timeout=raise_on_timeout,
+            first_exit=first_exit,
+        )
 
     def free_port(self, node: int | str = 0) -> int:
         """A TCP port free on ``node``'s address, asked of the kernel there."""

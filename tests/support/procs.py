@@ -270,8 +270,12 @@ def run_processes(
     limit: float = DEFAULT_LIMIT,
     cwd: str | Path | None = None,
     raise_on_timeout: bool = True,
+    first_exit: bool = False,
 ) -> list[Finished]:
     """Start every command at once and wait for all, killing all of them at ``limit``.
+
+    With ``first_exit``, the others are killed as soon as one has exited (status -9):
+    for jobs where one process fails and its peers would wait on.
 
     Raises:
         TimeoutError: Some process was still running after ``limit`` seconds; the
@@ -304,6 +308,12 @@ def run_processes(
                     )
                 )
             deadline = time.monotonic() + limit
+            while first_exit and time.monotonic() < deadline:
+                if any(proc.poll() is not None for proc in procs):
+                    for proc in procs:
+                        _kill_session(proc)
+                    break
+                time.sleep(0.05)
             for proc in procs:
                 try:
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
