@@ -26,7 +26,7 @@ from helios_env._differences import (
 from helios_env._fingerprint import Fingerprint
 from helios_pg import AgreementWarning, ProcessGroupInitError
 from helios_pg._setup._agreement import VARIABLE, enabled, own_fingerprint, settle
-from helios_pg._setup._call import Attempt
+from helios_pg._setup._call import InitCall
 from helios_pg._setup._nodes import exchange_hosts, prepare_nodes
 from helios_pg._setup._store import EnvStore, Meeting
 from tests.env.launchers import torchrun_env
@@ -211,10 +211,10 @@ def known_layout(agreement: Callable[[], Fingerprint] | None) -> tuple[int, list
 
     def rank(index: int) -> None:
         report = inspect_environment(torchrun_env(rank=index, world_size=2))
-        attempt = Attempt.start(
+        call = InitCall.start(
             backend="nccl", world_size=2, rank=index, timeout=WAIT, meeting=meeting
         )
-        found[index] = prepare_nodes(report, env_store, attempt, agreement)
+        found[index] = prepare_nodes(report, env_store, call, agreement)
 
     threads = [threading.Thread(target=rank, args=(i,)) for i in range(2)]
     for thread in threads:

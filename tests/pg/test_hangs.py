@@ -43,6 +43,7 @@ NO_HOOKS = (
 # ddp: the others wait in a collective that torch issues from C++, seen only through hooks.
 MODES = ("skip", "loop", "gil", "ddp") if HOOKS else ("skip", "loop", "gil")
 SOURCE = WORKER.read_text().splitlines()
+FIRST = "rank 1 on host failed first: ValueError: bad batch 9"
 
 
 def line_of(text: str) -> int:
@@ -403,14 +404,19 @@ def test_the_watchdog_has_a_store_connection_of_its_own_when_a_store_is_given() 
 
 
 @pytest.mark.parametrize("failed", [False, True])
-def test_a_hang_after_a_rank_failed_gets_no_roll_call(tmp_path: Path, failed: bool) -> None:
+def test_a_hang_after_a_rank_failed_gets_no_roll_call(
+    tmp_path: Path, failed: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=20))
     watchdog = Watchdog(0, 1, store, "calls", 0.5, tmp_path, failure_key="failures")
     if failed:
-        line = "rank 1 on host failed: ValueError: bad batch 9"
+        line = FIRST.replace(" failed first: ", " failed: ")
         Ledger(store, "failures").publish(rank=1, line=line, timestamp=1, kind="own")
     watchdog.current.op, watchdog.current.seq = "all_reduce", 3
     watchdog.current.since = time.monotonic() - 10  # waiting far past the hang timeout
     watchdog.tick()
-    # The failure names the culprit; without one, the rank calls the roll.
+    watchdog.tick()
+    # The failure names the culprit, said once; without one, the rank calls the roll.
     assert store.check([f"{watchdog.round_key}/hung"]) is not failed
+    told = capsys.readouterr().err.count("in all_reduce #3 issued from C++ for 10 s; " + FIRST)
+    assert told == (1 if failed else 0)

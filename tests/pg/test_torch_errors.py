@@ -15,24 +15,24 @@ from helios_pg import (
     RendezvousConfigError,
 )
 from helios_pg._errors import JoinTimeoutError
-from helios_pg._setup._call import Attempt
+from helios_pg._setup._call import InitCall
 from helios_pg._setup._store import Meeting
 from helios_pg._setup._torch_errors import Step, explain_failure, map_torch_errors
 
 MEETING = Meeting("127.0.0.1", 29999, "MASTER_ADDR", "MASTER_PORT", "a job")
 BUSY = "failed to listen on any local network address ... EADDRINUSE, address already in use"
-ATTEMPT = Attempt.start(
+CALL = InitCall.start(
     backend="gloo", world_size=2, rank=0, timeout=timedelta(seconds=5), meeting=MEETING
 )
 
 
 def explained(exc: BaseException) -> str:
-    return explain_failure(exc, ATTEMPT, Step.STORE)
+    return explain_failure(exc, CALL, Step.STORE)
 
 
 def mapped(exc: Exception) -> Exception:
     try:
-        with map_torch_errors(ATTEMPT, Step.STORE):
+        with map_torch_errors(CALL, Step.STORE):
             raise exc
     except Exception as raised:
         return raised

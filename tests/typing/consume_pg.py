@@ -16,6 +16,7 @@ from typing_extensions import assert_type  # typing's from Python 3.11 on
 import helios_pg
 from helios_env import DistributedInfo
 from helios_pg import (
+    AdoptionWarning,
     AgreementWarning,
     BackendUnavailableError,
     DeviceBindingError,
@@ -78,7 +79,8 @@ def consume(group: dist.ProcessGroup) -> None:
     ]
     runtime_error: type[RuntimeError] = ProcessGroupInitError
     warning: type[UserWarning] = AgreementWarning
-    print(errors, value_errors, runtime_error, warning)
+    adopted: type[UserWarning] = AdoptionWarning
+    print(errors, value_errors, runtime_error, warning, adopted)
     assert_type(helios_pg.__all__, list[str])
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # What type checkers see of _PUBLIC (tests/pg/test_public_api.py holds them equal).
     from helios_pg._backend import default_backend as default_backend
     from helios_pg._device import local_device as local_device
+    from helios_pg._errors import AdoptionWarning as AdoptionWarning
     from helios_pg._errors import AgreementWarning as AgreementWarning
     from helios_pg._errors import BackendUnavailableError as BackendUnavailableError
     from helios_pg._errors import DeviceBindingError as DeviceBindingError
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from helios_pg._setup import shutdown as shutdown
 
 _PUBLIC = {
+    "AdoptionWarning": "helios_pg._errors",
     "AgreementWarning": "helios_pg._errors",
     "BackendUnavailableError": "helios_pg._errors",
     "DeviceBindingError": "helios_pg._errors",

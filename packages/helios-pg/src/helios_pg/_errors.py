@@ -28,6 +28,7 @@ becomes ``RendezvousConfigError``, the rest ``ProcessGroupInitError``.
 from __future__ import annotations
 
 __all__ = [
+    "AdoptionWarning",
     "AgreementWarning",
     "BackendUnavailableError",
     "DeviceBindingError",
@@ -62,6 +63,14 @@ class AgreementWarning(UserWarning):
     ``init`` warns once, from rank 0, naming each variable and the groups of ranks
     with each value. Ranks that run different software (Python, torch, helios, the
     main script) are an error instead: a ``ProcessGroupInitError`` on every rank.
+    """
+
+
+class AdoptionWarning(UserWarning):
+    """``init`` adopted a process group made before it, but could not set all of it up.
+
+    Said once, naming what is missing: a timeout this torch cannot set on a live group,
+    or a group without a store (no agreement check, no layout, no hang roll call).
     """
 
 

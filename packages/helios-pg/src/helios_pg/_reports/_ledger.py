@@ -91,14 +91,16 @@ class Ledger:
         """Withdraw entry ``number`` (a hang that ended): it no longer names a culprit."""
         self.store.set(f"{self.key}/{number}/withdrawn", "1")
 
-    def own_failure(self) -> bool:
-        """Whether a rank's own failure is published: it is the culprit whatever follows."""
+    def own_failure(self) -> Entry | None:
+        """The first rank's own failure published, if any: the culprit whatever follows."""
         count = int(self.store.add(f"{self.key}/count", 0))
         for number in range(1, count + 1):
             key = f"{self.key}/{number}"
-            if self.store.check([key]) and _entry(number, self.store.get(key)).kind == "own":
-                return True
-        return False
+            if self.store.check([key]):
+                entry = _entry(number, self.store.get(key))
+                if entry.kind == "own":
+                    return entry
+        return None
 
     def first(self, wait: float) -> Entry | None:
         """The culprit, waiting up to ``wait`` seconds for one to be published.

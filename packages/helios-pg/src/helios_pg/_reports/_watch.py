@@ -31,6 +31,7 @@ def watch(
     job: str,
     report_failures: bool,
     hang: float | None,
+    shared: bool = True,
 ) -> None:
     """Install the failure reporter and start the hang watchdog, as asked.
 
@@ -45,6 +46,9 @@ def watch(
         job: The job's identity, for the name of the watchdog's report folder.
         report_failures: Whether to install the failure reporter.
         hang: The hang timeout in seconds; None starts no watchdog.
+        shared: Whether ``watch_store`` reaches the ledger ``report_store`` writes (the
+            same store): where not, the watchdog keeps a roll call of its own under
+            ``key`` and neither reads nor writes the reporter's failures.
 
     Raises:
         ValueError: A hang timeout is asked for but no store was given for it.
@@ -64,7 +68,7 @@ def watch(
         key=key.replace("/failed", "/hang", 1),
         timeout=hang,
         job=job,
-        failure_key=key,
+        failure_key=key if shared else "",
     )
     if reporter is not None:
         reporter.settle = watchdog.settle

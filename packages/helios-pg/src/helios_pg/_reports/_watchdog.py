@@ -19,7 +19,8 @@ Started by ``init(hang_timeout=...)`` or ``HELIOS_HANG_TIMEOUT`` (seconds), stop
   without an error says so, the culprit's entry in the job's ledger of failures is
   withdrawn and its error file removed, and the next hang gets a roll call of its own;
 - a hang after a rank's own code failed gets no roll call: that failure, first in the
-  job's ledger, names the culprit;
+  job's ledger, names the culprit, and each rank left waiting says once where it waits
+  and which rank failed first;
 - a rank whose main thread holds the GIL in C cannot answer; faulthandler's C-level
   dump, armed every tick, still writes its stack to its file. The signal
   ``HELIOS_HANG_SIGNAL`` (default ``SIGUSR2``, ``none`` to leave every signal alone;
@@ -53,7 +54,7 @@ from helios_pg._reports._hang_settings import (
     signal_number,
 )
 from helios_pg._reports._issued import IssuedWork, Place, hooks_supported
-from helios_pg._reports._ledger import Ledger
+from helios_pg._reports._ledger import Entry, Ledger
 from helios_pg._reports._records import Answer, Collective, Verdict
 from helios_pg._reports._round import Round, Waited, describe
 from helios_pg._reports._stackdump import RankDumpFile, StackDump
@@ -94,8 +95,8 @@ class Watchdog:
     """Whether this rank ever answered a roll call (its report file is then kept)."""
     own_directory: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
-    failed: bool = False
-    """Whether a rank's own failure was published: a hang after it is what it left."""
+    failed: Entry | None = None
+    """A rank's own failure, once published: a hang after it is what it left."""
 
     @property
     def round_key(self) -> str:
@@ -249,11 +250,23 @@ class Watchdog:
             retract_hang_file(path)
         self.round = self.round.next()
 
-    def after_failure(self) -> bool:
-        """Whether a rank's own code failed: its failure, not a roll call, names the culprit."""
-        if not self.failed and self.failure_key:
+    def after_failure(self, place: Place) -> bool:
+        """Whether a rank's own code failed; if so, say once where this rank waits for it.
+
+        That failure, not a roll call, names the culprit: a rank left waiting (its
+        launcher did not stop it) says which rank failed first, as its collective would
+        have, had it broken.
+        """
+        if self.failed is None and self.failure_key:
             self.failed = Ledger(self.store, self.failure_key).own_failure()
-        return self.failed
+            if self.failed is not None:
+                waited = time.monotonic() - place.since
+                where = describe(place, None)
+                line = f"helios hang (rank {self.rank}): {where} for {waited:.0f} s; "
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(line + self.failed.first_line() + "\n")
+                    sys.stderr.flush()
+        return self.failed is not None
 
     def tick(self) -> None:
         """One look at this rank and at the roll call."""
@@ -262,7 +275,7 @@ class Watchdog:
         if not self.round.answered:
             place = self.place()
             if place is not None and time.monotonic() - place.since > self.timeout:
-                if self.after_failure():
+                if self.after_failure(place):
                     return
                 self.store.compare_set(f"{self.round_key}/hung", "", str(self.rank))
                 self.respond()

@@ -50,6 +50,15 @@ def own_connection(store: Any) -> Any:
     return own
 
 
+def _group_store() -> Any | None:
+    """A connection of its own to the default group's store; None where it has none."""
+    getter = getattr(dist.distributed_c10d, "_get_default_store", None)
+    try:
+        return None if getter is None else own_connection(getter())
+    except (RuntimeError, ValueError):
+        return None
+
+
 def after_init(
     layout: DistributedInfo | None,
     meeting: Meeting | None,
@@ -65,7 +74,8 @@ def after_init(
         meeting: Where the ranks met, when init reached the store itself.
         env_store: The store they met at, when init reached it itself.
         report_failures: Whether to install the failure reporter.
-        hang: The hang timeout in seconds; None starts no watchdog.
+        hang: The hang timeout in seconds; None starts no watchdog. A group without a
+            store (an adopted one) gets none.
     """
     if layout is not None:
         record_layout(layout)
@@ -83,15 +93,17 @@ def after_init(
         report_store = late[0] if late else None
         watch_store = now[0] if now else None
     else:
-        group_store = own_connection(dist.distributed_c10d._get_default_store())
+        group_store = _group_store()
         key = f"helios_pg/failed/{next(_INITS)}"
         report_store = group_store if report_failures else None
         watch_store = group_store if hang is not None else None
+    shared = True
     if hang is not None and watch_store is None:
         # The job's store could not be reached now: the watchdog watches on a clone of
         # the group's, where nothing it publishes reaches the reporter's ledger.
-        watch_store = own_connection(dist.distributed_c10d._get_default_store())
-        key = f"helios_pg/failed/{next(_INITS)}" if report_store is None else key
+        watch_store = _group_store()
+        shared = report_store is None
+        key = f"helios_pg/failed/{next(_INITS)}" if shared else key
     watch(
         rank=dist.get_rank(),
         world_size=dist.get_world_size(),
@@ -100,5 +112,6 @@ def after_init(
         key=key,
         job=job,
         report_failures=report_failures,
-        hang=hang,
+        hang=hang if watch_store is not None else None,
+        shared=shared,
     )

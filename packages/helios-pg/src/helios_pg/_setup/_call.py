@@ -1,6 +1,6 @@
 """One call of ``init``: what it was asked and what it resolved, once, before any step.
 
-``init`` builds an :class:`Attempt` at its top, once the arguments and the environment
+``init`` builds an :class:`InitCall` at its top, once the arguments and the environment
 are checked, and hands it to every step that can fail (reaching the store, exchanging
 host names, creating the group) and to the error explanation, so that each step and
 each message reads the same backend, ranks and timeouts. torch's default timeout is
@@ -16,7 +16,7 @@ from torch.distributed import constants
 
 from helios_pg._setup._store import Meeting
 
-__all__ = ["Attempt"]
+__all__ = ["InitCall"]
 
 
 def _torch_default(backend: str) -> timedelta:
@@ -34,7 +34,7 @@ def _torch_default(backend: str) -> timedelta:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
+class InitCall:
     """What one call of ``init`` knows, resolved once: made by :meth:`start`.
 
     Attributes:
@@ -66,8 +66,8 @@ class Attempt:
         timeout: timedelta | None,
         init_method: str | None = None,
         meeting: Meeting | None = None,
-    ) -> Attempt:
-        """Resolve the wait of an attempt: ``timeout``, else torch's default for ``backend``.
+    ) -> InitCall:
+        """Resolve the wait of a call: ``timeout``, else torch's default for ``backend``.
 
         Args:
             backend: The backend the group will use.
@@ -78,7 +78,7 @@ class Attempt:
             meeting: Where the ranks meet, when init forms the rendezvous itself.
 
         Returns:
-            The attempt, its ``wait`` resolved.
+            The call, its ``wait`` resolved.
         """
         wait = timeout if timeout is not None else _torch_default(backend)
         return cls(backend, world_size, rank, timeout, wait, init_method, meeting)

@@ -6,83 +6,38 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import timedelta
 from functools import partial
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import HashStore, PrefixStore
+from torch._C._distributed_c10d import PrefixStore
 
 from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environment
 from helios_env.integration import forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
-from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 from helios_pg._preempt import close_all as close_preemptions
-from helios_pg._reports import hang_timeout_from, stop_reports
+from helios_pg._reports import stop_reports
+from helios_pg._setup._adopt import adopt, forget, made, set_up
 from helios_pg._setup._after_init import after_init
 from helios_pg._setup._agreement import enabled as agreement_enabled
 from helios_pg._setup._agreement import own_fingerprint
-from helios_pg._setup._call import Attempt
+from helios_pg._setup._arguments import check_arguments, local_store, require_distributed
+from helios_pg._setup._call import InitCall
 from helios_pg._setup._gloo_interface import release_gloo
 from helios_pg._setup._meeting import connect_env, find_meeting
 from helios_pg._setup._nodes import learn_after_init, prepare_nodes
 from helios_pg._setup._store import EnvStore
 from helios_pg._setup._torch_errors import Step, map_torch_errors
-from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
+from helios_pg._timeouts import Timeout
 from helios_pg._torch import destroy_without_deadlock
 
 __all__ = ["init", "process_group", "shutdown"]
 
 
-def _require_distributed() -> None:
-    if not dist.is_available():
-        message = (
-            f"torch.distributed is not available in this torch build ({torch.__version__}); "
-            "install a torch wheel built with distributed support"
-        )
-        raise ProcessGroupInitError(message)
-
-
 def _needs_rendezvous_from_env(init_method: str | None, store: Any | None) -> bool:
     return init_method is None and store is None
-
-
-def _check_rank_arguments(world_size: int, rank: int) -> None:
-    if world_size != -1 and world_size < 1:
-        message = f"world_size must be -1 (from WORLD_SIZE) or >= 1, got world_size={world_size}"
-        raise RendezvousConfigError(message)
-    if rank != -1 and (rank < 0 or (world_size != -1 and rank >= world_size)):
-        message = (
-            f"rank must be -1 (from RANK) or in 0..world_size-1, got rank={rank} with "
-            f"world_size={world_size}"
-        )
-        raise RendezvousConfigError(message)
-
-
-def _local_store(rank: int) -> dict[str, Any]:
-    """The arguments of a direct world of one: a local ``HashStore``, no port."""
-    if rank not in (-1, 0):
-        message = f"rank={rank} is out of range for a world size of one; pass rank=0"
-        raise RendezvousConfigError(message)
-    return {"store": HashStore(), "world_size": 1, "rank": 0}
-
-
-def _check_arguments(
-    world_size: int, rank: int, timeout: Timeout | None, hang_timeout: Timeout | None
-) -> tuple[timedelta | None, float | None]:
-    """Check init's own arguments before anything is sent; return both timeouts."""
-    _check_rank_arguments(world_size, rank)
-    try:
-        group = None if timeout is None else as_timedelta(timeout, "init's timeout")
-        hang = None if hang_timeout is None else seconds_of(hang_timeout, "hang_timeout")
-    except ValueError as exc:
-        raise RendezvousConfigError(f"{exc}; pass, e.g., 60 or timedelta(minutes=5)") from None
-    try:
-        return group, hang_timeout_from(hang)  # HELIOS_HANG_TIMEOUT when hang is None
-    except ValueError as exc:
-        raise RendezvousConfigError(str(exc)) from None
 
 
 def init(
@@ -107,8 +62,16 @@ def init(
     arguments or the environment) uses a local ``HashStore``: no ``MASTER_ADDR``, no
     ``MASTER_PORT``, no ``TCPStore`` and no environment variable written, while
     collectives and ``Work`` handles behave as on any gloo or nccl group (the
-    backend's own transport may still open an ephemeral loopback listener). If a
-    process group is already initialized, it is kept and only the device is applied.
+    backend's own transport may still open an ephemeral loopback listener).
+
+    A default group made before ``init`` (by Ray Train, Lightning, accelerate,
+    DeepSpeed) is adopted: it is not made again and the device is applied; the
+    arguments are checked as for a new group and must match it (backend, world size,
+    rank); ``timeout`` is set on it where torch can change a live group's; the
+    agreement check runs, the layout is learned, and the failure reporter and the
+    watchdog are installed. What could not be done is one ``AdoptionWarning``. A
+    ``process_group()`` block that adopted a group leaves it alive and takes back
+    only what it added.
 
     Several processes meet at ``MASTER_ADDR:MASTER_PORT``. Under srun and mpirun, when
     either is unset, it is derived (``python -m helios_env`` shows how): loopback
@@ -161,7 +124,8 @@ def init(
             CUDA, or torch has no backend of that name; the message lists those it
             offers (a ``ValueError``).
         RendezvousConfigError: Several processes are expected but nothing says where
-            they meet, ``rank`` or ``world_size`` is out of range, the derived address
+            they meet, ``rank`` or ``world_size`` is out of range or differs from the
+            adopted group's, ``backend`` is not its backend, the derived address
             is not rank 0's host, torch refused ``init_method``, or a timeout is not
             positive and finite (a ``ValueError``).
         TypeError: A timeout is neither a number nor a ``timedelta``.
@@ -181,14 +145,25 @@ def init(
         finally:
             shutdown()
     """
-    _require_distributed()
+    require_distributed()
     report = inspect_environment()
+    timeout, hang = check_arguments(world_size, rank, timeout, hang_timeout)
     if report.process_group:
         device = resolve_device(device_id, local_rank=report.info.local_rank, local_rank_known=True)
         if device is not None:
             torch.cuda.set_device(device)
+        adopt(
+            report,
+            backend=backend,
+            world_size=world_size,
+            rank=rank,
+            timeout=timeout,
+            device=device,
+            report_failures=report_failures,
+            hang=hang,
+            check_agreement=check_agreement,
+        )
         return
-    timeout, hang = _check_arguments(world_size, rank, timeout, hang_timeout)
     env_info = report.info
     launched = report.launcher is not Launcher.NONE
     explicit_world = world_size != -1
@@ -199,7 +174,7 @@ def init(
         local_rank_known=launched or "LOCAL_RANK" in os.environ or effective_world == 1,
     )
     direct_single = effective_world == 1 and _needs_rendezvous_from_env(init_method, store)
-    attempt = Attempt.start(
+    call = InitCall.start(
         backend=check_backend(backend if backend is not None else default_backend()),
         world_size=effective_world,
         rank=rank if rank != -1 else env_info.rank,
@@ -207,12 +182,12 @@ def init(
         init_method=init_method,
     )
     checks = not direct_single and agreement_enabled(check_agreement)
-    agreement = partial(own_fingerprint, attempt.backend, device) if checks else None
+    agreement = partial(own_fingerprint, call.backend, device) if checks else None
 
     env_store: EnvStore | None = None
     layout: DistributedInfo | None = None
     kwargs: dict[str, Any] = {
-        "backend": attempt.backend,
+        "backend": call.backend,
         "init_method": init_method,
         "timeout": timeout,
         "world_size": world_size,
@@ -220,25 +195,25 @@ def init(
         "store": store,
     }
     if direct_single:
-        kwargs.update(_local_store(rank))
+        kwargs.update(local_store(rank))
     elif _needs_rendezvous_from_env(init_method, store):
         need_rank = rank == -1 and report.launcher is Launcher.NONE
-        meeting = find_meeting(report, attempt.rank, attempt.world_size, need_rank=need_rank)
-        attempt = replace(attempt, meeting=meeting)
-        env_store = connect_env(attempt)
-        layout = prepare_nodes(report, env_store, attempt, agreement)
+        meeting = find_meeting(report, call.rank, call.world_size, need_rank=need_rank)
+        call = replace(call, meeting=meeting)
+        env_store = connect_env(call)
+        layout = prepare_nodes(report, env_store, call, agreement)
         kwargs.update(
             store=PrefixStore("default_pg", env_store.store),
-            rank=attempt.rank,
-            world_size=attempt.world_size,
+            rank=call.rank,
+            world_size=call.world_size,
         )
     if pg_options is not None:
         kwargs["pg_options"] = pg_options
     if device is not None:
         torch.cuda.set_device(device)
-        if "nccl" in attempt.backend.lower():
+        if "nccl" in call.backend.lower():
             kwargs["device_id"] = device
-    with map_torch_errors(attempt, Step.GROUP):
+    with map_torch_errors(call, Step.GROUP):
         try:
             dist.init_process_group(**kwargs)
         except Exception:
@@ -250,9 +225,19 @@ def init(
             env_store = None
             kwargs.clear()
             raise
-    if not direct_single and attempt.meeting is None:  # init_method or store: ask the group
-        layout = learn_after_init(report, attempt, agreement)
-    after_init(layout, attempt.meeting, env_store, report_failures=report_failures, hang=hang)
+    if not direct_single and call.meeting is None:  # init_method or store: ask the group
+        layout = learn_after_init(report, call, agreement)
+    after_init(layout, call.meeting, env_store, report_failures=report_failures, hang=hang)
+    made()
+
+
+def _release() -> None:
+    """Undo what init set up beside the default group; the group itself stays."""
+    forget()
+    forget_layout()
+    release_gloo()
+    stop_reports()
+    close_preemptions()
 
 
 def shutdown(group: dist.ProcessGroup | None = None) -> None:
@@ -269,10 +254,7 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
     if default:
         # Also after a torch.distributed.destroy_process_group() of its own: what init
         # set up goes with the default group.
-        forget_layout()
-        release_gloo()
-        stop_reports()
-        close_preemptions()
+        _release()
     if not dist.is_available() or not dist.is_initialized():
         return
     if group is None:
@@ -329,6 +311,7 @@ def process_group(
         0 1
     """
     existed = dist.is_available() and dist.is_initialized()
+    adopted = existed and not set_up()
     init(
         backend=backend,
         init_method=init_method,
@@ -347,3 +330,5 @@ def process_group(
     finally:
         if not existed:
             shutdown()
+        elif adopted:
+            _release()  # the block adopted the group: it stays, what init added goes

@@ -16,7 +16,7 @@ import socket
 from helios_env import EnvironmentReport, Launcher
 from helios_env.integration import MPI4PY_HINT, not_set
 from helios_pg._errors import RendezvousConfigError
-from helios_pg._setup._call import Attempt
+from helios_pg._setup._call import InitCall
 from helios_pg._setup._mpi import import_mpi
 from helios_pg._setup._store import EnvStore, Meeting, open_store
 from helios_pg._setup._torch_errors import Step, map_torch_errors
@@ -115,16 +115,16 @@ def find_meeting(
     return Meeting(addr, port, addr_source, port_source, job)
 
 
-def connect_env(attempt: Attempt) -> EnvStore:
-    """Reach the store at the attempt's meeting point, torch's failures worded as init's.
+def connect_env(call: InitCall) -> EnvStore:
+    """Reach the store at the call's meeting point, torch's failures worded as init's.
 
     Args:
-        attempt: What init knows, with the meeting point :func:`find_meeting` found;
-            each rank waits ``attempt.wait`` for the others.
+        call: What init knows, with the meeting point :func:`find_meeting` found;
+            each rank waits ``call.wait`` for the others.
 
     Returns:
         The store every rank reached, as :func:`helios_pg._setup._store.open_store` does.
     """
-    assert attempt.meeting is not None  # init found it with find_meeting
-    with map_torch_errors(attempt, Step.STORE):
-        return open_store(attempt.meeting, attempt.rank, attempt.world_size, attempt.wait)
+    assert call.meeting is not None  # init found it with find_meeting
+    with map_torch_errors(call, Step.STORE):
+        return open_store(call.meeting, call.rank, call.world_size, call.wait)

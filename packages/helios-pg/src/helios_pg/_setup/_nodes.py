@@ -27,7 +27,7 @@ from helios_env import DistributedInfo, EnvironmentReport
 from helios_env.integration import ASSUMED, Fingerprint
 from helios_pg._errors import ProcessGroupInitError
 from helios_pg._setup._agreement import settle
-from helios_pg._setup._call import Attempt
+from helios_pg._setup._call import InitCall
 from helios_pg._setup._gloo_interface import bind_gloo, release_gloo
 from helios_pg._setup._store import EnvStore
 from helios_pg._setup._torch_errors import Step, map_torch_errors
@@ -157,23 +157,23 @@ def wants_hosts(report: EnvironmentReport, backend: str, world_size: int) -> boo
 def _exchange(
     store: Any,
     prefix: str,
-    attempt: Attempt,
+    call: InitCall,
     report: EnvironmentReport,
     agreement: Callable[[], Fingerprint] | None,
     *,
     wanted: bool,
 ) -> DistributedInfo | None:
     """Exchange hosts and digests; check agreement if asked; the layout if ``wanted``."""
-    rank, world_size = attempt.rank, attempt.world_size
+    rank, world_size = call.rank, call.world_size
     mine = agreement() if agreement is not None else None
     digest = mine.digest if mine is not None else ""
-    with map_torch_errors(attempt, Step.EXCHANGE):
+    with map_torch_errors(call, Step.EXCHANGE):
         roll = exchange_hosts(
             store,
             prefix,
             rank,
             world_size,
-            attempt.wait,
+            call.wait,
             job_attempt=report.info.attempt,
             digest=digest,
         )
@@ -185,7 +185,7 @@ def _exchange(
                 hosts=roll.hosts,
                 digests=roll.digests,
                 mine=mine,
-                wait=attempt.wait,
+                wait=call.wait,
             )
     return replace(layout_of(roll.hosts, rank), attempt=roll.attempt) if wanted else None
 
@@ -193,7 +193,7 @@ def _exchange(
 def prepare_nodes(
     report: EnvironmentReport,
     env_store: EnvStore,
-    attempt: Attempt,
+    call: InitCall,
     agreement: Callable[[], Fingerprint] | None = None,
 ) -> DistributedInfo | None:
     """Learn the layout where needed, then choose gloo's interface, before the group forms.
@@ -201,8 +201,8 @@ def prepare_nodes(
     Args:
         report: What ``helios_env`` found in the environment.
         env_store: The store every rank reached.
-        attempt: What init knows, with the meeting point; each rank waits
-            ``attempt.wait`` for the others' host names.
+        call: What init knows, with the meeting point; each rank waits
+            ``call.wait`` for the others' host names.
         agreement: What builds this rank's fingerprint, when init checks agreement:
             built once every rank reached the store, it rides the exchange of host
             names, which then runs also where the layout is known.
@@ -214,27 +214,27 @@ def prepare_nodes(
         ProcessGroupInitError: The ranks run different software (a name of
             :data:`helios_env.integration.MUST_AGREE` differs).
     """
-    assert attempt.meeting is not None  # the store was reached there
+    assert call.meeting is not None  # the store was reached there
     layout = None
-    wanted = wants_hosts(report, attempt.backend, attempt.world_size)
-    if wanted or (agreement is not None and attempt.world_size > 1):
+    wanted = wants_hosts(report, call.backend, call.world_size)
+    if wanted or (agreement is not None and call.world_size > 1):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        layout = _exchange(env_store.store, prefix, attempt, report, agreement, wanted=wanted)
+        layout = _exchange(env_store.store, prefix, call, report, agreement, wanted=wanted)
     num_nodes = layout.num_nodes if layout else report.num_nodes
-    bind_gloo(attempt.backend, attempt.meeting.addr, num_nodes)
+    bind_gloo(call.backend, call.meeting.addr, num_nodes)
     return layout
 
 
 def learn_after_init(
     report: EnvironmentReport,
-    attempt: Attempt,
+    call: InitCall,
     agreement: Callable[[], Fingerprint] | None = None,
 ) -> DistributedInfo | None:
     """Learn the layout through the store of a group formed with init_method or store.
 
     Args:
         report: What ``helios_env`` found in the environment.
-        attempt: What init knows; each rank waits ``attempt.wait`` for the others'
+        call: What init knows; each rank waits ``call.wait`` for the others'
             host names, and is named by its rank in the group that formed.
         agreement: What builds this rank's fingerprint, when init checks agreement, as
             for :func:`prepare_nodes`.
@@ -252,7 +252,7 @@ def learn_after_init(
     if world_size == 1 or not (wanted or agreement is not None) or getter is None:
         return None
     store = getter()
-    formed = replace(attempt, rank=dist.get_rank(), world_size=world_size)
+    formed = replace(call, rank=dist.get_rank(), world_size=world_size)
     with map_torch_errors(formed, Step.EXCHANGE):
         generation = -(-int(store.add("helios_pg/layouts", 1)) // world_size)
     prefix = f"helios_pg/layout/{generation}"

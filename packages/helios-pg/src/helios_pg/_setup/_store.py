@@ -166,11 +166,11 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
         multi_tenant=True,
         **options,
     )
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if agent:
         # torchrun's agent store can outlive a restart (its static rendezvous does):
         # each attempt keeps its keys apart, as torch's own env:// does.
-        store = PrefixStore(f"/worker/attempt_{attempt}", store)
+        store = PrefixStore(f"/worker/attempt_{restart}", store)
     if hosts:
         store.set(JOB_KEY, identity)
         serving = identity
@@ -190,8 +190,8 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     store.set_timeout(timeout)
     # torchrun's agent store serves every init of a restart attempt, and a program may
     # init again after shutdown: each init of the job gets a session number of its own.
-    session = -(-int(store.add(f"helios_pg/inits/{attempt}", 1)) // world_size)
-    key = f"helios_pg/joined/{attempt}/{session}"
+    session = -(-int(store.add(f"helios_pg/inits/{restart}", 1)) // world_size)
+    key = f"helios_pg/joined/{restart}/{session}"
     counted = EnvStore(store, key, world_size)
     store.add(key, 1)
     # Every rank waits for all to count in, as torch's env:// rank 0 does. The host
@@ -242,8 +242,8 @@ def side_channel(
         )
         store.set_timeout(_SIDE_TIMEOUT)
         if _uses_agent_store(meeting):
-            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-            store = PrefixStore(f"/worker/attempt_{attempt}", store)
+            restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            store = PrefixStore(f"/worker/attempt_{restart}", store)
         return store
 
     key = env_store.joined_key.replace("/joined/", "/failed/", 1)

@@ -2,9 +2,9 @@
 
 Every call into torch that can fail while a group forms (the rendezvous store, the
 host-name exchange, ``init_process_group``) runs inside :func:`map_torch_errors`, given
-init's :class:`~helios_pg._setup._call.Attempt` and the :class:`Step` it is at. It picks the
+init's :class:`~helios_pg._setup._call.InitCall` and the :class:`Step` it is at. It picks the
 helios class from :data:`FROM_TORCH` and chains torch's error with ``from``;
-:func:`explain_failure` words the message from what the attempt knows, by type as well.
+:func:`explain_failure` words the message from what the call knows, by type as well.
 torch's text is read only where torch has no type for the difference (below).
 """
 
@@ -27,7 +27,7 @@ from helios_pg._errors import (
     ProcessGroupInitError,
     RendezvousConfigError,
 )
-from helios_pg._setup._call import Attempt
+from helios_pg._setup._call import InitCall
 from helios_pg._setup._store import Meeting
 
 __all__ = ["FROM_TORCH", "Step", "explain_failure", "map_torch_errors"]
@@ -37,9 +37,9 @@ class Step(enum.Enum):
     """The step of init that failed, for the wording of its error."""
 
     STORE = enum.auto()
-    """Reaching the rendezvous store and counting in: helios waits ``Attempt.wait``."""
+    """Reaching the rendezvous store and counting in: helios waits ``InitCall.wait``."""
     EXCHANGE = enum.auto()
-    """Exchanging the ranks' host names: helios waits ``Attempt.wait``."""
+    """Exchanging the ranks' host names: helios waits ``InitCall.wait``."""
     GROUP = enum.auto()
     """torch's ``init_process_group``: torch waits init's ``timeout``, or its default."""
 
@@ -73,11 +73,11 @@ _CLIENTS_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 
 
 @contextmanager
-def map_torch_errors(attempt: Attempt, step: Step) -> Iterator[None]:
+def map_torch_errors(call: InitCall, step: Step) -> Iterator[None]:
     """Turn torch's errors raised in the block into helios-pg's, chained ``from`` them.
 
     Args:
-        attempt: What init knows: the message is worded from it.
+        call: What init knows: the message is worded from it.
         step: The step the block runs.
 
     Yields:
@@ -96,7 +96,7 @@ def map_torch_errors(attempt: Attempt, step: Step) -> Iterator[None]:
         for source, target in FROM_TORCH:
             if isinstance(exc, source):
                 cause = exc.cause if isinstance(exc, JoinTimeoutError) else exc
-                raise target(explain_failure(exc, attempt, step)) from cause
+                raise target(explain_failure(exc, call, step)) from cause
         raise
 
 
@@ -112,29 +112,29 @@ def _busy_port(head: str, meeting: Meeting | None, store: str, text: str) -> str
     )
 
 
-def explain_failure(exc: BaseException, attempt: Attempt, step: Step) -> str:
+def explain_failure(exc: BaseException, call: InitCall, step: Step) -> str:
     """Turn torch's error at a step of init into one that says what happened and what to do.
 
     Args:
         exc: What torch raised, or the ``JoinTimeoutError`` of helios's own count.
-        attempt: What init knows: backend, ranks, timeouts, where the ranks meet.
+        call: What init knows: backend, ranks, timeouts, where the ranks meet.
         step: The step that failed.
 
     Returns:
         The message for the mapped error; torch's text is kept at its end.
     """
-    rank, world_size = attempt.rank, attempt.world_size
+    rank, world_size = call.rank, call.world_size
     if step is Step.EXCHANGE:
         return (
             f"rank {rank} of {world_size} joined the group, but the ranks' host names were "
-            f"not all exchanged within {attempt.wait.total_seconds():g} s ({exc}); a rank "
+            f"not all exchanged within {call.wait.total_seconds():g} s ({exc}); a rank "
             "died or hangs right after the rendezvous"
         )
     joined: int | None = None
     if isinstance(exc, JoinTimeoutError):
         joined, exc = exc.joined, exc.cause
     text = str(exc)
-    meeting, init_method = attempt.meeting, attempt.init_method
+    meeting, init_method = call.meeting, call.init_method
     if meeting is not None:
         store = f"the rendezvous store at {meeting.where}"
     elif init_method is not None:
@@ -142,9 +142,9 @@ def explain_failure(exc: BaseException, attempt: Attempt, step: Step) -> str:
     else:
         store = "the store given to init"
     # helios's own wait at the store; torch's, in the group, named only when it was given
-    timeout = attempt.wait if step is Step.STORE else attempt.timeout
+    timeout = call.wait if step is Step.STORE else call.timeout
     within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
-    head = f"could not create the {attempt.backend} process group (rank {rank} of {world_size})"
+    head = f"could not create the {call.backend} process group (rank {rank} of {world_size})"
     # By type, most specific first. torch has a type neither for the count of ranks that
     # joined (only DistStoreError's text says it) nor for a busy port (a DistNetworkError
     # from torch 2.5, a plain RuntimeError before): those are read from the text, within
