@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,26 @@ def test_the_renamed_mpich_library_differs_only_in_its_name() -> None:
     assert changed[-1] - changed[0] < len("libmpich.so.12")
     assert b"libmpi.so.12\0\0\0" in renamed
     assert _mpi.renamed(b"not an ELF file" * 8, b"libmpi.so.12") is None
+
+
+def test_pals_ranks_on_several_nodes_meet_where_mpi4py_says(mpi4py_site: Path) -> None:
+    # PALS's variables, as its mpiexec sets them for one rank a node, over MPICH's real
+    # mpirun (Cray MPICH keeps MPICH's ABI): PBS_NODEFILE is not set, so rank 0's host
+    # comes through MPI.
+    require("mpich")
+    pals = (
+        "PALS_RANKID=$PMI_RANK PALS_LOCAL_RANKID=0 PALS_NODEID=$PMI_RANK "
+        f"PALS_APID=helios-{uuid.uuid4().hex[:8]} PMI_LOCAL_RANK=0 PMI_LOCAL_SIZE=1"
+    )
+    worker = [sys.executable, str(Path(__file__).parent / "workers" / "form_group.py")]
+    command = ["sh", "-c", f'{pals} exec "$@"', "pals", *worker]
+    finished = run_mpich(2, command, extra_env=with_mpi4py(mpi4py_site), limit=LIMIT)
+
+    assert finished.returncode == 0, finished.describe()
+    ranks = sorted(results(finished), key=lambda item: int(item["rank"]))
+    assert [item["total"] for item in ranks] == [3.0, 3.0], finished.describe()
+    assert {item["launcher"] for item in ranks} == {"pals"}, finished.describe()
+    assert {item["sources"]["master_addr"] for item in ranks} == {
+        "not derived: PBS_NODEFILE is not set; set MASTER_ADDR to rank 0's host, or "
+        "install mpi4py (helios-pg[mpi])"
+    }, finished.describe()

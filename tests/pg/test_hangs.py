@@ -420,3 +420,14 @@ def test_a_hang_after_a_rank_failed_gets_no_roll_call(
     assert store.check([f"{watchdog.round_key}/hung"]) is not failed
     told = capsys.readouterr().err.count("in all_reduce #3 issued from C++ for 10 s; " + FIRST)
     assert told == (1 if failed else 0)
+
+
+@pytest.mark.parametrize("variable", ["HELIOS_FAILURE_REPORT", "HELIOS_AGREEMENT_CHECK"])
+def test_a_bad_switch_is_refused_before_any_communication(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "maybe")
+
+    with pytest.raises(RendezvousConfigError, match=f"{variable} must be 1 or 0"):
+        init()
+    assert not dist.is_initialized()

@@ -53,28 +53,38 @@ def imports() -> Measured:
 def gating() -> Measured:
     """``global_print`` on a rank that does not print, in a live group, against helios-ml's:
     its ``helios/core/distributed.py`` (which imports only torch) installed into ``.bench/``
-    and run by path, as the package's ``__init__`` imports opencv, matplotlib and onnx."""
+    and run by path, as the package's ``__init__`` imports opencv, matplotlib and onnx. Before
+    that, ``get_dist_info()`` before init, from torchrun's variables, against helios-ml's."""
     import helios_pg
+    from helios_env import get_dist_info
     from helios_log import global_print
 
     source = ROOT / ".bench" / "helios-ml" / "helios" / "core" / "distributed.py"
     if not source.exists():
         install = ["uv", "pip", "install", "-q", "--no-deps", "--target", str(source.parents[2])]
         subprocess.run([*install, "--python", sys.executable, "helios-ml==2.0.1"], check=True)
-    theirs, saved = runpy.run_path(str(source))["global_print"], dict(os.environ)
-    # Rank 0 of a live group of one: helios-ml reads these four variables then.
+    namespace, saved = runpy.run_path(str(source)), dict(os.environ)
+    theirs, their_info = namespace["global_print"], namespace["get_dist_info"]
+    # Rank 0 of a group of one under torchrun: helios-ml reads these four variables.
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
-    helios_pg.init(backend="gloo")
     try:
-        prints = (partial(p, "never shown", global_rank=1) for p in (global_print, theirs))
-        measured = paired(*prints, number=20_000)
+        queried = paired(get_dist_info, their_info, number=20_000)
+        helios_pg.init(backend="gloo")
+        try:
+            prints = (partial(p, "never shown", global_rank=1) for p in (global_print, theirs))
+            measured = paired(*prints, number=20_000)
+        finally:
+            helios_pg.shutdown()
     finally:
-        helios_pg.shutdown()
         os.environ.clear()
         os.environ.update(saved)
     case, names = "gating: global_print on a rank that does not print", "helios_log.global_print"
     ml = "helios-ml 2.0.1 global_print"
-    return [row(case, names, ml, measured, goal="<= 1", headline=True)], {}
+    query = "rank query before init: get_dist_info() from torchrun's variables"
+    return [
+        row(case, names, ml, measured, goal="<= 1", headline=True),
+        row(query, "helios_env.get_dist_info", "helios-ml 2.0.1 get_dist_info", queried),
+    ], {}
 
 
 def hostlists() -> Measured:

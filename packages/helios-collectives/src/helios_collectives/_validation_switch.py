@@ -10,14 +10,13 @@ import os
 from typing import cast
 
 from helios_collectives._errors import ValidationSettingError
+from helios_env.integration import switch
 
 __all__ = ["VALIDATE_ENV_VAR", "validation_enabled", "validation_surely_off"]
 
 VALIDATE_ENV_VAR = "HELIOS_VALIDATE_COLLECTIVES"
 """Environment variable that turns validation mode on (``1``) for every call."""
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"", "0", "false", "no", "off"})
 
 # os.environ.get raises and catches KeyError twice for an unset variable; the mapping
 # behind os.environ answers a miss in a dict lookup. Writes through os.environ (and
@@ -72,15 +71,7 @@ def validation_enabled(validate: bool | None) -> bool:
             raise TypeError(message)
         return validate
     raw = _environment_flag()
-    if raw is None:
-        return False
-    text = raw.strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    message = (
-        f"{VALIDATE_ENV_VAR} must be 1 or 0 (or true/false, yes/no, on/off), got {raw!r}; "
-        f"set {VALIDATE_ENV_VAR}=1 to validate every collective or unset it"
-    )
-    raise ValidationSettingError(message, value=raw)
+    try:
+        return switch(VALIDATE_ENV_VAR, raw, default=False)
+    except ValueError as exc:
+        raise ValidationSettingError(str(exc), value=raw or "") from None

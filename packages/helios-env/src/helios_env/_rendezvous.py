@@ -210,8 +210,9 @@ def _address(get: Getter, spec: LauncherSpec, one_node: str | None) -> tuple[str
         return LOOPBACK, f"derived: one node ({one_node})"
     if isinstance(spec.hosts, SlurmHosts):
         return _slurm_first(get, spec.hosts)
-    if isinstance(spec.hosts, Hostfile):
-        return file_first_host(get, spec.hosts)
+    if isinstance(spec.hosts, Hostfile):  # PBS's: an MPI job, whose rank 0 mpi4py can tell
+        host, why = file_first_host(get, spec.hosts)
+        return host, why if host is not None else f"{why}, or {MPI4PY_HINT}"
     if isinstance(spec.hosts, HostsJson):
         listed = listed_hosts(get, spec.hosts)
         if listed is not None:

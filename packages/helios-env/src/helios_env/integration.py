@@ -3,9 +3,9 @@
 helios-pg and helios-collectives use these names, and so may any package that makes
 process groups: record the node layout a group learned (so that
 :func:`helios_env.get_dist_info` answers from it while that group lives), build and
-compare the fingerprints the ranks must agree on, pick gloo's network interface, and say
-which variables are missing in helios's words. Like the rest of helios-env, nothing here
-imports torch.
+compare the fingerprints the ranks must agree on, pick gloo's network interface, read
+helios's on/off variables, and say which variables are missing in helios's words. Like
+the rest of helios-env, nothing here imports torch.
 """
 
 from helios_env._differences import (
@@ -26,6 +26,7 @@ from helios_env._interface import GlooInterface, gloo_interface
 from helios_env._learned import LEARNED, forget_layout, learned_layout, record_layout
 from helios_env._rendezvous import MPI4PY_HINT
 from helios_env._sources import ASSUMED
+from helios_env._switches import switch
 from helios_env._variables import not_set
 
 __all__ = [
@@ -50,4 +51,5 @@ __all__ = [
     "ranks_on",
     "record_layout",
     "settings_message",
+    "switch",
 ]

@@ -10,12 +10,14 @@ from helios_pg._reports._hang_settings import (
     hang_timeout_from,
 )
 from helios_pg._reports._records import Answer
+from helios_pg._reports._reporter import OPT_OUT_VARIABLE as FAILURE_REPORT
 from helios_pg._reports._stackdump import RankDumpFile
 from helios_pg._reports._verdict import decide
 from helios_pg._reports._watch import WATCHDOG_SOURCE, start_watchdog, stop_reports, watch
 
 __all__ = [
     "DIRECTORY_VARIABLE",
+    "FAILURE_REPORT",
     "SIGNAL_VARIABLE",
     "WATCHDOG_SOURCE",
     "Answer",

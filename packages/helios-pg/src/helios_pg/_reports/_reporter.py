@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from helios_env.integration import switch
 from helios_pg._reports._error_file import ERROR_FILE_VARIABLE, write_error_file
 from helios_pg._reports._ledger import Entry, Kind, Ledger
 from helios_pg._reports._peer import is_peer_failure
@@ -266,7 +267,7 @@ def install(rank: int, store: Any | None, key: str) -> Reporter | None:
         The reporter, or None when ``HELIOS_FAILURE_REPORT=0`` turns it off.
     """
     global _reporter  # noqa: PLW0603 - one reporter per process, as there is one excepthook
-    if os.environ.get(OPT_OUT_VARIABLE, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not switch(OPT_OUT_VARIABLE, os.environ.get(OPT_OUT_VARIABLE), default=True):
         return None
     old = _reporter
     reporter = Reporter(rank=rank, ledger=Ledger(store, key) if store is not None else None)

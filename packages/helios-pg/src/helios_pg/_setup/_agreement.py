@@ -38,6 +38,7 @@ from helios_env.integration import (
     disagreement_message,
     fingerprint,
     settings_message,
+    switch,
 )
 from helios_pg._errors import AgreementWarning, ProcessGroupInitError
 from helios_pg._store_poll import wait_for_keys
@@ -46,7 +47,6 @@ __all__ = ["VARIABLE", "enabled", "own_fingerprint", "settle", "torch_build"]
 
 VARIABLE = "HELIOS_AGREEMENT_CHECK"
 """``0`` (or ``false``, ``no``, ``off``) turns the check off on this rank."""
-_OFF = ("0", "false", "no", "off")
 _READ_GRACE = 10.0
 _UNREADABLE = Fingerprint((("helios-pg", "unknown (its fingerprint could not be read)"),))
 
@@ -59,8 +59,11 @@ def enabled(argument: bool) -> bool:
 
     Returns:
         False when either turns the check off.
+
+    Raises:
+        ValueError: ``HELIOS_AGREEMENT_CHECK`` is neither on nor off.
     """
-    return argument and os.environ.get(VARIABLE, "1").strip().lower() not in _OFF
+    return argument and switch(VARIABLE, os.environ.get(VARIABLE), default=True)
 
 
 @functools.cache

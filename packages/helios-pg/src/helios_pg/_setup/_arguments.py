@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -9,8 +10,10 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
+from helios_env.integration import switch
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
-from helios_pg._reports import hang_timeout_from
+from helios_pg._reports import FAILURE_REPORT, hang_timeout_from
+from helios_pg._setup._agreement import VARIABLE as AGREEMENT_CHECK
 from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
 
 __all__ = ["check_arguments", "local_store", "require_distributed"]
@@ -57,6 +60,8 @@ def check_arguments(
     except ValueError as exc:
         raise RendezvousConfigError(f"{exc}; pass, e.g., 60 or timedelta(minutes=5)") from None
     try:
+        for name in (FAILURE_REPORT, AGREEMENT_CHECK):  # read again where they act
+            switch(name, os.environ.get(name), default=True)
         return group, hang_timeout_from(hang)  # HELIOS_HANG_TIMEOUT when hang is None
     except ValueError as exc:
         raise RendezvousConfigError(str(exc)) from None

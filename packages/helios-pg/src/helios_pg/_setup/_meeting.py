@@ -23,7 +23,17 @@ from helios_pg._setup._torch_errors import Step, map_torch_errors
 
 __all__ = ["connect_env", "find_meeting"]
 
-_MPI = (Launcher.OPEN_MPI, Launcher.MVAPICH2, Launcher.LSF, Launcher.MPICH)
+_MPI = (
+    Launcher.OPEN_MPI,
+    Launcher.MVAPICH2,
+    Launcher.LSF,
+    Launcher.MPICH,
+    Launcher.PALS,
+    Launcher.FLUX,
+    Launcher.AZUREML_MPI,
+    Launcher.SAGEMAKER_MPI,
+)
+"""Launchers of MPI programs: where the environment cannot say where rank 0 is, mpi4py can."""
 
 
 def _mpi_rendezvous(

@@ -47,7 +47,10 @@ DEBIAN_MPICH = "libmpich.so.12"
 """MPICH as Debian and Ubuntu ship it: loaded under the ABI name, from a renamed copy."""
 LIBRARIES = {
     Launcher.OPEN_MPI: (_OPEN_MPI,),
+    Launcher.AZUREML_MPI: (_OPEN_MPI,),
+    Launcher.SAGEMAKER_MPI: (_OPEN_MPI,),
     Launcher.MPICH: (_MPICH_ABI, DEBIAN_MPICH),
+    Launcher.PALS: (_MPICH_ABI, DEBIAN_MPICH),  # Cray MPICH keeps MPICH's ABI
     Launcher.MVAPICH2: (_MPICH_ABI,),
 }
 """The libraries tried for each launcher, in order; the others are left to mpi4py."""

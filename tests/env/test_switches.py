@@ -1,0 +1,29 @@
+"""helios's on/off variables accept the same spellings everywhere and refuse the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from helios_env.integration import switch
+
+
+@pytest.mark.parametrize("raw", ["1", "true", "Yes", " ON "])
+def test_the_spellings_of_on(raw: str) -> None:
+    assert switch("HELIOS_X", raw, default=False) is True
+
+
+@pytest.mark.parametrize("raw", ["", "0", "false", "No", " off "])
+def test_the_spellings_of_off(raw: str) -> None:
+    assert switch("HELIOS_X", raw, default=True) is False
+
+
+@pytest.mark.parametrize("default", [True, False])
+def test_unset_is_the_default(default: bool) -> None:
+    assert switch("HELIOS_X", None, default=default) is default
+
+
+@pytest.mark.parametrize(("default", "fix"), [(True, "HELIOS_X=0"), (False, "HELIOS_X=1")])
+def test_anything_else_is_refused_naming_the_variable_and_the_fix(default: bool, fix: str) -> None:
+    with pytest.raises(ValueError, match=r"HELIOS_X must be 1 or 0 .*got 'maybe'") as caught:
+        switch("HELIOS_X", "maybe", default=default)
+    assert fix in str(caught.value)
