@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from helios_env._endpoint import endpoint
 from helios_env._info import DistributedInfo
 from helios_env._launcher import Launcher
 
@@ -80,8 +81,7 @@ class EnvironmentReport:
         """``address:port`` of the rendezvous, or None when either is unknown."""
         if self.master_addr is None or self.master_port is None:
             return None
-        host = f"[{self.master_addr}]" if ":" in self.master_addr else self.master_addr
-        return f"{host}:{self.master_port}"
+        return endpoint(self.master_addr, self.master_port)
 
     def as_dict(self) -> dict[str, object]:
         """Turn this report into plain JSON-ready data.

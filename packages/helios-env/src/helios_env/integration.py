@@ -20,6 +20,7 @@ from helios_env._differences import (
     ranks_on,
     settings_message,
 )
+from helios_env._endpoint import endpoint
 from helios_env._fingerprint import MUST_AGREE, Fingerprint, fingerprint
 from helios_env._interface import VARIABLE as GLOO_INTERFACE_VARIABLE
 from helios_env._interface import GlooInterface, gloo_interface
@@ -42,6 +43,7 @@ __all__ = [
     "describe",
     "differences",
     "disagreement_message",
+    "endpoint",
     "fingerprint",
     "forget_layout",
     "gloo_interface",

@@ -26,6 +26,7 @@ from typing import Any
 
 from torch._C._distributed_c10d import PrefixStore, TCPStore
 
+from helios_env.integration import endpoint
 from helios_pg._errors import JoinTimeoutError, ProcessGroupInitError, RendezvousConfigError
 from helios_pg._store_poll import poll
 
@@ -56,8 +57,7 @@ class Meeting:
     @property
     def where(self) -> str:
         """``host:port`` of the store."""
-        host = f"[{self.addr}]" if ":" in self.addr else self.addr
-        return f"{host}:{self.port}"
+        return endpoint(self.addr, self.port)
 
 
 @dataclass(frozen=True)
