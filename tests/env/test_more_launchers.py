@@ -117,6 +117,8 @@ def test_a_malformed_variable_is_an_error_naming_it_and_its_value(
         (FLUX, "node_rank", "flux does not say which node each rank runs on"),
         (PALS, "num_nodes", "pals does not say how many nodes there are"),
         (AZURE_MPI, "node_rank", "azureml-mpi does not say which node each rank runs on"),
+        # Every rank has the master's SM_CURRENT_HOST: mpirun -x forwards it.
+        (SAGEMAKER_MPI, "node_rank", "sagemaker-mpi does not say which node each rank runs on"),
         (
             environ_of("ray_train_torchtrainer_N2x4_without_node_rank", 5),
             "node_rank",

@@ -59,22 +59,23 @@ def host_count(get: Getter, hosts: HostsJson) -> int | None:
 
 
 def host_index(get: Getter, hosts: HostsJson) -> int | None:
-    """This host's place in the list; None when either variable is not set.
+    """This host's place in the list; None when either variable is not set (or named).
 
     Raises:
         LauncherEnvError: The list is malformed, or does not name this host.
     """
-    current = get(hosts.current)
+    name = hosts.current
+    current = None if name is None else get(name)
     found = listed_hosts(get, hosts) if current is not None else None
-    if current is None or found is None:
+    if name is None or current is None or found is None:
         return None
     if current not in found:
         message = (
-            f"{hosts.current}={current!r} is not one of the hosts in "
+            f"{name}={current!r} is not one of the hosts in "
             f"{hosts.hosts}={get(hosts.hosts)!r}; both are set by the launcher: fix its "
             "configuration, or unset both"
         )
-        raise LauncherEnvError(hosts.current, current, message)
+        raise LauncherEnvError(name, current, message)
     return found.index(current)
 
 

@@ -101,7 +101,9 @@ class HostsJson(NamedTuple):
     """Where a launcher lists its hosts as a JSON array, rank 0's first, and names this one."""
 
     hosts: str  # '["algo-1", "algo-2"]'
-    current: str  # this host, one of hosts: its place is the node's index
+    current: str | None  # this host, one of hosts: its place is the node's index
+    # None where the variable does not name each process's own host (SageMaker's MPI
+    # launch forwards the master's to every rank): the node is then not known.
 
 
 class Hostfile(NamedTuple):
@@ -283,11 +285,12 @@ _TABLE = (
         overlaps=(Launcher.OPEN_MPI,),
     ),
     # SageMaker's MPI launch (sagemaker-training-toolkit src/sagemaker_training/mpi.py)
-    # runs mpirun from the first host over SM_HOSTS, each host's ranks in turn.
+    # runs mpirun from the first host over SM_HOSTS and forwards the master's SM_*
+    # variables (-x) to every rank: SM_CURRENT_HOST names the master's host on each.
     replace(
         _mpi(Launcher.SAGEMAKER_MPI, _OMPI, ("TRAINING_JOB_NAME",)),
         detect=(_OMPI.rank, _OMPI.world_size, "SM_HOSTS", "SM_CURRENT_HOST"),
-        hosts=HostsJson("SM_HOSTS", "SM_CURRENT_HOST"),
+        hosts=HostsJson("SM_HOSTS", None),
         overlaps=(Launcher.OPEN_MPI,),
     ),
     _mpi(

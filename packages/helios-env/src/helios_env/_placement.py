@@ -136,7 +136,7 @@ def _count_candidates(get: Getter, spec: LauncherSpec) -> Iterator[Fact]:
 def _listed_node(get: Getter, hosts: HostsJson) -> Fact | None:
     """This node's index: its host's place in the launcher's list of hosts."""
     place = host_index(get, hosts)
-    if place is None:
+    if place is None or hosts.current is None:
         return None
     return Fact(place, f"{DERIVED}: {hosts.current}'s place in {hosts.hosts}", hosts.current)
 
