@@ -12,14 +12,15 @@ def test_the_spellings_of_on(raw: str) -> None:
     assert switch("HELIOS_X", raw, default=False) is True
 
 
-@pytest.mark.parametrize("raw", ["", "0", "false", "No", " off "])
+@pytest.mark.parametrize("raw", ["0", "false", "No", " off "])
 def test_the_spellings_of_off(raw: str) -> None:
     assert switch("HELIOS_X", raw, default=True) is False
 
 
 @pytest.mark.parametrize("default", [True, False])
-def test_unset_is_the_default(default: bool) -> None:
-    assert switch("HELIOS_X", None, default=default) is default
+@pytest.mark.parametrize("raw", [None, "", "  "])
+def test_unset_or_empty_is_the_default(default: bool, raw: str | None) -> None:
+    assert switch("HELIOS_X", raw, default=default) is default
 
 
 @pytest.mark.parametrize(("default", "fix"), [(True, "HELIOS_X=0"), (False, "HELIOS_X=1")])

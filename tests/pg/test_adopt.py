@@ -8,6 +8,8 @@ jobs: ``test_adopted_jobs.py``.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -94,9 +96,21 @@ def test_a_timeout_torch_cannot_set_is_one_warning(monkeypatch: pytest.MonkeyPat
     # As on a torch that cannot change a live group's timeout.
     monkeypatch.delattr(dist, "set_timeout", raising=False)
     monkeypatch.delattr(dist.distributed_c10d, "_set_pg_timeout", raising=False)
-    with pytest.warns(AdoptionWarning, match=r"timeout=7 s was not applied"):
+    with pytest.warns(AdoptionWarning, match=r"timeout=7 s was not applied") as said:
         init(timeout=7)
+    assert said[0].filename == __file__  # the warning points at the caller of init
     assert _reporter.active() is not None  # the rest of the adoption went on
+
+
+@pytest.mark.usefixtures("made_by_torch")
+def test_a_timeout_torch_warns_it_kept_is_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    def kept(timeout: timedelta, group: object = None) -> None:
+        # As torch does for a backend that cannot change its timeout (MPI, UCC).
+        warnings.warn("Set timeout is now only supported for either nccl or gloo.", stacklevel=2)
+
+    monkeypatch.setattr(dist, "set_timeout", kept, raising=False)
+    with pytest.warns(AdoptionWarning, match=r"timeout=7 s was not applied: Set timeout"):
+        init(timeout=7)
 
 
 @pytest.mark.usefixtures("made_by_torch")
@@ -107,6 +121,21 @@ def test_a_block_that_adopted_the_group_leaves_it_alive() -> None:
     assert dist.group.WORLD is world
     assert _reporter.active() is None
     assert _watchdog._watchdog is None
+
+
+@pytest.mark.usefixtures("made_by_torch")
+def test_a_block_that_adopted_the_group_hands_back_the_hooks_when_it_raises() -> None:
+    def train() -> None:
+        with process_group():
+            message = "bad batch 7"
+            raise ValueError(message)  # reported now; the group's owner catches it
+
+    hook = sys.excepthook
+    with pytest.raises(ValueError, match="bad batch 7"):
+        train()
+    assert _reporter.active() is None
+    assert sys.excepthook is hook
+    assert dist.is_initialized()
 
 
 def test_a_block_inside_a_group_init_made_takes_nothing_back() -> None:

@@ -431,3 +431,15 @@ def test_a_bad_switch_is_refused_before_any_communication(
     with pytest.raises(RendezvousConfigError, match=f"{variable} must be 1 or 0"):
         init()
     assert not dist.is_initialized()
+
+
+def test_a_rank_left_waiting_after_a_failure_still_answers_a_roll_call(tmp_path: Path) -> None:
+    store = TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=20))
+    watchdog = Watchdog(1, 2, store, "calls", 0.5, tmp_path, failure_key="failures")
+    line = FIRST.replace(" failed first: ", " failed: ")
+    Ledger(store, "failures").publish(rank=1, line=line, timestamp=1, kind="own")
+    store.set(f"{watchdog.round_key}/hung", "0")  # rank 0 called the roll just before
+    watchdog.current.op, watchdog.current.seq = "all_reduce", 3
+    watchdog.current.since = time.monotonic() - 10
+    watchdog.tick()
+    assert store.check([f"{watchdog.round_key}/answer/1"])

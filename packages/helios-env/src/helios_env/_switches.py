@@ -11,8 +11,8 @@ __all__ = ["OFF", "ON", "switch"]
 
 ON = frozenset({"1", "true", "yes", "on"})
 """The values that turn a switch on, in any case, blanks around them ignored."""
-OFF = frozenset({"", "0", "false", "no", "off"})
-"""The values that turn it off; empty is off."""
+OFF = frozenset({"0", "false", "no", "off"})
+"""The values that turn it off. An empty value counts as unset."""
 
 
 def switch(name: str, raw: str | None, *, default: bool) -> bool:
@@ -21,7 +21,7 @@ def switch(name: str, raw: str | None, *, default: bool) -> bool:
     Args:
         name: The variable, for the error.
         raw: Its value; None when it is not set.
-        default: What an unset variable means.
+        default: What an unset (or empty) variable means.
 
     Returns:
         Whether the switch is on.
@@ -30,9 +30,9 @@ def switch(name: str, raw: str | None, *, default: bool) -> bool:
         ValueError: ``raw`` is neither on nor off; the message names the variable, the
             value and what it may be.
     """
-    if raw is None:
+    text = "" if raw is None else raw.strip().lower()
+    if not text:
         return default
-    text = raw.strip().lower()
     if text in ON:
         return True
     if text in OFF:

@@ -289,8 +289,14 @@ def install(rank: int, store: Any | None, key: str) -> Reporter | None:
     return reporter
 
 
-def uninstall() -> None:
-    """Remove the reporter, unless an exception is propagating through the caller."""
+def uninstall(*, hand_back: bool = False) -> None:
+    """Remove the reporter, unless an exception is propagating through the caller.
+
+    Args:
+        hand_back: Remove it even then, once that exception is reported: the group was
+            adopted, and its owner (Ray, Lightning) catches the exception where no
+            excepthook sees it.
+    """
     global _reporter  # noqa: PLW0603 - see install
     reporter = _reporter
     if reporter is None:
@@ -306,7 +312,8 @@ def uninstall() -> None:
         with contextlib.suppress(Exception):
             reporter.report(type(in_flight), in_flight, in_flight.__traceback__)
         reporter.reported = in_flight
-        return
+        if not hand_back:
+            return
     if sys.excepthook is _excepthook and reporter.previous is not None:
         sys.excepthook = reporter.previous
     if threading.excepthook is _threadhook and reporter.previous_thread is not None:

@@ -74,7 +74,12 @@ def watch(
         reporter.settle = watchdog.settle
 
 
-def stop_reports() -> None:
-    """Stop the watchdog and take the failure reporter's hooks back."""
+def stop_reports(*, hand_back: bool = False) -> None:
+    """Stop the watchdog and take the failure reporter's hooks back.
+
+    Args:
+        hand_back: Take them back also while an exception propagates (it is reported
+            first): the group was adopted, and its owner catches that exception.
+    """
     _watchdog.stop()
-    uninstall_reporter()
+    uninstall_reporter(hand_back=hand_back)

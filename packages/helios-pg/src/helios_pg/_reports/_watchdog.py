@@ -274,14 +274,13 @@ class Watchdog:
             self.dump.arm(self.timeout + 1)
         if not self.round.answered:
             place = self.place()
-            if place is not None and time.monotonic() - place.since > self.timeout:
-                if self.after_failure(place):
-                    return
+            hung = place is not None and time.monotonic() - place.since > self.timeout
+            if hung and place is not None and not self.after_failure(place):
                 self.store.compare_set(f"{self.round_key}/hung", "", str(self.rank))
                 self.respond()
                 self.call()
             elif self.store.check([f"{self.round_key}/hung"]):
-                self.respond()
+                self.respond()  # a roll call another rank began, even after a failure
         if not self.round.answered:
             return
         if self.round.verdict is None and self.store.check([f"{self.round_key}/verdict"]):

@@ -14,6 +14,8 @@ made itself, only checks the arguments and applies the device.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import warnings
 import weakref
 from dataclasses import replace
@@ -57,12 +59,17 @@ def forget() -> None:
     _SET_UP.clear()
 
 
+def _names(backend: str) -> set[str]:
+    """The backends a backend string names: ``cpu:gloo,cuda:nccl`` names gloo and nccl."""
+    return {part.rpartition(":")[2].strip() for part in backend.lower().split(",")}
+
+
 def _check_against_group(backend: str | None, world_size: int, rank: int) -> str:
     """Check the arguments against the live group; return its backend."""
     have = str(dist.get_backend())
     if backend is not None:
         wanted = check_backend(backend)
-        if wanted.lower() not in have.lower():
+        if not _names(wanted) <= _names(have):
             message = (
                 f"backend={backend!r}, but the process group made before init uses "
                 f"{have!r}: leave backend out to adopt it, or call shutdown() first to "
@@ -91,21 +98,25 @@ def _apply_timeout(timeout: timedelta) -> str | None:
     if setter is None:
         return f"{wanted} was not applied: torch {torch.__version__} cannot change a live group's"
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # _set_pg_timeout's deprecation
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
             setter(timeout)
     except (RuntimeError, ValueError, NotImplementedError, AttributeError) as exc:
         return f"{wanted} was not applied: {exc}"
-    return None
+    # torch warns, and leaves the timeout as it was, for a backend that cannot change it
+    # (MPI, UCC); _set_pg_timeout's own deprecation is no such warning.
+    refused = [str(w.message) for w in said if not issubclass(w.category, FutureWarning)]
+    return f"{wanted} was not applied: {'; '.join(refused)}" if refused else None
 
 
 def _has_store() -> bool:
+    """Whether the group has a store that answers (an MPI group's is a placeholder)."""
     getter = getattr(dist.distributed_c10d, "_get_default_store", None)
     if getter is None:
         return False
     try:
-        getter()
-    except (RuntimeError, ValueError):
+        getter().check(["helios_pg/adopted"])
+    except Exception:  # torch's placeholder store raises RuntimeError, or worse
         return False
     return True
 
@@ -119,6 +130,17 @@ def _with_ray_attempt(
     if attempt is None or attempt == 0:
         return layout
     return replace(layout if layout is not None else report.info, attempt=attempt)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside helios-pg and contextlib: the user's."""
+    level, frame = 2, sys._getframe(2)  # the caller of the function that warns
+    while frame.f_back is not None and (
+        str(frame.f_globals.get("__name__", "")).startswith("helios_pg")
+        or frame.f_code.co_filename == contextlib.__file__
+    ):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def adopt(
@@ -172,14 +194,14 @@ def adopt(
         call = InitCall.start(
             backend=have, world_size=dist.get_world_size(), rank=dist.get_rank(), timeout=timeout
         )
-        layout = learn_after_init(report, call, agreement)
+        layout = learn_after_init(report, call, agreement, owned=False)
         if report.launcher is Launcher.RAY_TRAIN:
             layout = _with_ray_attempt(report, layout, call.wait)
-    after_init(layout, None, None, report_failures=report_failures, hang=hang)
+    after_init(layout, None, None, report_failures=report_failures, hang=hang, job=report.job)
     made()
     if missing:
         warnings.warn(
             "init adopted the process group made before it, but " + "; ".join(missing),
             AdoptionWarning,
-            stacklevel=4,
+            stacklevel=_caller_level(),
         )

@@ -66,6 +66,7 @@ def after_init(
     *,
     report_failures: bool,
     hang: float | None,
+    job: str | None = None,
 ) -> None:
     """Record what init learned; install the failure reporter and the watchdog.
 
@@ -76,12 +77,14 @@ def after_init(
         report_failures: Whether to install the failure reporter.
         hang: The hang timeout in seconds; None starts no watchdog. A group without a
             store (an adopted one) gets none.
+        job: The job's identity as the launcher says it, where init did not meet the
+            others itself: every rank's reports then go to one folder per host.
     """
     if layout is not None:
         record_layout(layout)
     if not report_failures and hang is None:
         return
-    job = meeting.job if meeting else f"pid-{os.getpid()}"
+    job = meeting.job if meeting else job or f"pid-{os.getpid()}"
     report_store = watch_store = None
     key = ""
     if meeting is not None and env_store is not None:

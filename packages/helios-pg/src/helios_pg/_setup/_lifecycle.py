@@ -227,16 +227,28 @@ def init(
             raise
     if not direct_single and call.meeting is None:  # init_method or store: ask the group
         layout = learn_after_init(report, call, agreement)
-    after_init(layout, call.meeting, env_store, report_failures=report_failures, hang=hang)
+    after_init(
+        layout,
+        call.meeting,
+        env_store,
+        report_failures=report_failures,
+        hang=hang,
+        job=report.job,
+    )
     made()
 
 
-def _release() -> None:
-    """Undo what init set up beside the default group; the group itself stays."""
+def _release(*, adopted: bool = False) -> None:
+    """Undo what init set up beside the default group; the group itself stays.
+
+    Args:
+        adopted: The group was adopted: an exception on its way out is reported now and
+            the hooks go too, since the group's owner catches it where no hook sees it.
+    """
     forget()
     forget_layout()
     release_gloo()
-    stop_reports()
+    stop_reports(hand_back=adopted)
     close_preemptions()
 
 
@@ -331,4 +343,4 @@ def process_group(
         if not existed:
             shutdown()
         elif adopted:
-            _release()  # the block adopted the group: it stays, what init added goes
+            _release(adopted=True)  # the group stays, what init added goes

@@ -229,6 +229,8 @@ def learn_after_init(
     report: EnvironmentReport,
     call: InitCall,
     agreement: Callable[[], Fingerprint] | None = None,
+    *,
+    owned: bool = True,
 ) -> DistributedInfo | None:
     """Learn the layout through the store of a group formed with init_method or store.
 
@@ -238,6 +240,8 @@ def learn_after_init(
             host names, and is named by its rank in the group that formed.
         agreement: What builds this rank's fingerprint, when init checks agreement, as
             for :func:`prepare_nodes`.
+        owned: Whether init made the group: ranks that disagree destroy it first. An
+            adopted group stays for its owner.
 
     Returns:
         This rank's layout, or None when the environment already says it (or the
@@ -259,6 +263,7 @@ def learn_after_init(
     try:
         return _exchange(store, prefix, formed, report, agreement, wanted=wanted)
     except ProcessGroupInitError:
-        destroy_without_deadlock()  # the ranks disagree: the group goes before the error
-        release_gloo()
+        if owned:
+            destroy_without_deadlock()  # the ranks disagree: the group goes before the error
+            release_gloo()
         raise

@@ -34,14 +34,14 @@ def _count(storage: Any) -> int:
     folder = f"{storage.experiment_fs_path}/{_FOLDER}"
     filesystem.create_dir(folder, recursive=True)
     mine = f"{socket.gethostname()}-{os.getpid()}"
-    names = [info.base_name for info in filesystem.get_file_info(fs.FileSelector(folder))]
-    for name in names:
-        number, _, owner = name.partition("-")
-        if owner == mine and number.isdigit():
+    found = [info.base_name for info in filesystem.get_file_info(fs.FileSelector(folder))]
+    groups = [name.partition("-") for name in found if name.partition("-")[0].isdigit()]
+    for number, _, owner in groups:
+        if owner == mine:
             return int(number)
-    with filesystem.open_output_stream(f"{folder}/{len(names)}-{mine}"):
+    with filesystem.open_output_stream(f"{folder}/{len(groups)}-{mine}"):
         pass
-    return len(names)
+    return len(groups)
 
 
 def _own_attempt() -> int:
@@ -49,7 +49,7 @@ def _own_attempt() -> int:
     try:
         train = importlib.import_module("ray.train")
         return _count(train.get_context().get_storage())
-    except Exception:
+    except Exception:  # Ray's storage API may change: then no attempt, and no failure
         return -1
 
 
@@ -65,12 +65,14 @@ def share_attempt(store: Any, rank: int, wait: timedelta) -> int | None:
         The attempt (0 for the first group of the run), or None where it cannot be
         known (Ray's context or storage could not be read).
     """
-    if rank == 0:
-        store.set(_KEY, str(_own_attempt()))
-    else:
-        try:
+    try:
+        if rank == 0:
+            store.set(_KEY, str(_own_attempt()))
+        else:
             wait_for_keys(store, [_KEY], time.monotonic() + wait.total_seconds(), _WHAT)
-        except TimeoutError:
-            return None
-    attempt = int(bytes(store.get(_KEY)).decode())
+        attempt = int(bytes(store.get(_KEY)).decode())
+    except (RuntimeError, TimeoutError, ValueError):
+        # The store failed or rank 0 never said: no attempt here, rather than a failed
+        # init (a rank whose count is lost says 0, the launcher variables' answer).
+        return None
     return attempt if attempt >= 0 else None
