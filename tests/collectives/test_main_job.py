@@ -98,13 +98,16 @@ def test_a_plain_run_passes_every_check_and_reports_json(
     assert not dist.is_initialized()
 
 
-def test_at_world_size_one_the_table_says_its_bandwidth_is_a_local_copy(
+def test_at_world_size_one_the_table_says_an_all_reduce_moves_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(QUICK) == 0
     out = capsys.readouterr().out
     table = out.split("benchmark (float32, 1 rank, slowest rank's time)\n")[1]
     assert table.startswith(LOCAL_COPY + "\n")
+    rows = [line.split() for line in table.splitlines()[3:] if line.strip()]
+    assert {tuple(row[-2:]) for row in rows if row[0] == "all_reduce"} == {("no-op", "no-op")}
+    assert all(row[-2] != "no-op" for row in rows if row[0] == "all_gather")
 
 
 @pytest.mark.parametrize("options", [QUICK, ["--no-bench"]], ids=["sweep", "checks-only"])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
+from torch._utils import ExceptionWrapper
 
 from helios_pg._reports._render import HEADLINE_LIMIT, PART_LIMIT, callstack, headline
 
@@ -65,3 +68,18 @@ def test_the_callstack_of_an_exception_that_cannot_be_rendered() -> None:
 
     assert "raise error" in stack
     assert "BrokenBothError" in stack
+
+
+def test_a_dataloader_workers_exception_is_named_by_the_workers_own_line() -> None:
+    # How a DataLoader raises a worker's exception again in the main process.
+    try:
+        message = "shard 20 is unreadable: checksum mismatch"
+        raise OSError(message)
+    except OSError:
+        wrapped = ExceptionWrapper(sys.exc_info(), where="in DataLoader worker process 0")  # type: ignore[no-untyped-call]
+    with pytest.raises(OSError, match="Caught OSError") as caught:
+        wrapped.reraise()  # type: ignore[no-untyped-call]
+
+    assert headline(caught.value) == (
+        "OSError: shard 20 is unreadable: checksum mismatch (in DataLoader worker process 0)"
+    )

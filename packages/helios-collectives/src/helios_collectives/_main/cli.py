@@ -90,9 +90,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 LOCAL_COPY = (
-    "one rank: nothing crosses a link; algbw is the rate of a local copy, not a transfer, "
-    "and busbw is 0 (run under torchrun for a transfer)"
+    "one rank: nothing crosses a link; an all-reduce moves nothing (no-op), an all-gather's "
+    "algbw is the rate of a local copy, not a transfer, and busbw is 0 (run under "
+    "torchrun for a transfer)"
 )
+NO_OP = "no-op"
+"""The bandwidth cells of a collective that moves nothing at one rank."""
 
 
 def _binding(device: torch.device, info: DistributedInfo) -> dict[str, Any]:
@@ -144,8 +147,11 @@ def _print_text(
                 p.operation,
                 format_bytes(p.size_bytes),
                 f"{p.latency_us:.1f}",
-                f"{p.algbw_gbps:.3g}",
-                f"{p.busbw_gbps:.3g}",
+                *(
+                    [NO_OP, NO_OP]
+                    if world == 1 and p.operation == "all_reduce"
+                    else [f"{p.algbw_gbps:.3g}", f"{p.busbw_gbps:.3g}"]
+                ),
             ]
             for p in points
         ]

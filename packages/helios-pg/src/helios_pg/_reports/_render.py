@@ -8,10 +8,14 @@ that the terminal's encoding cannot write, or a million of them. :func:`headline
 
 from __future__ import annotations
 
+import re
 import traceback
 from types import TracebackType
 
 __all__ = ["HEADLINE_LIMIT", "PART_LIMIT", "callstack", "headline", "safe_text"]
+
+_RERAISED = re.compile(r"Caught \w+ (?:in|at) (.+?)\.$")
+"""The first line of an exception torch's ``ExceptionWrapper`` raised again."""
 
 HEADLINE_LIMIT = 1000
 """Characters of an exception's message kept in a report's one-line headline."""
@@ -61,11 +65,20 @@ def headline(exc: BaseException) -> str:
         exc: The exception.
 
     Returns:
-        ``Type: first line``, or ``Type`` for an empty message.
+        ``Type: first line``, or ``Type`` for an empty message; for an exception that a
+        DataLoader worker raised, the worker's own last line and where it was raised
+        (``OSError: shard 20 is unreadable (in DataLoader worker process 0)``).
     """
     lines = safe_text(exc).strip().splitlines()
     name = _type_name(exc)
-    return f"{name}: {_bounded(lines[0], HEADLINE_LIMIT)}" if lines else name
+    if not lines:
+        return name
+    reraised = _RERAISED.match(lines[0])
+    if reraised is not None and len(lines) > 1 and not lines[-1].startswith(" "):
+        # torch's ExceptionWrapper (a DataLoader worker's exception, raised again in the
+        # main process): the worker's own last line says what went wrong.
+        return f"{_bounded(lines[-1], HEADLINE_LIMIT)} (in {reraised.group(1)})"
+    return f"{name}: {_bounded(lines[0], HEADLINE_LIMIT)}"
 
 
 def callstack(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> str:

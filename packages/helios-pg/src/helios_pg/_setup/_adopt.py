@@ -14,6 +14,7 @@ made itself, only checks the arguments and applies the device.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import sys
 import warnings
@@ -40,12 +41,35 @@ __all__ = ["adopt", "forget", "made", "set_up"]
 
 _SET_UP: list[weakref.ref[Any]] = []
 """The default group ``init`` made or adopted, while it lives (one at most)."""
+_OWNED: list[bool] = []
+"""Whether ``init`` made that group (else it adopted it)."""
+_AT_EXIT: list[bool] = []
+"""Whether the destroy at exit is registered (once a process)."""
 
 
-def made() -> None:
-    """Note that ``init`` made the default group now alive: it is not adopted again."""
+def made(*, owned: bool = True) -> None:
+    """Note that ``init`` made (or adopted) the default group now alive.
+
+    A group it made is destroyed at the interpreter's exit if the program did not:
+    gloo's threads, left running while Python finalizes, abort some processes
+    ("terminate called without an active exception").
+    """
     world = dist.group.WORLD
     _SET_UP[:] = [weakref.ref(world)] if world is not None else []
+    if owned and world is not None and not _AT_EXIT:
+        atexit.register(_destroy_at_exit)
+        _AT_EXIT.append(True)
+    _OWNED[:] = [owned]
+
+
+def _destroy_at_exit() -> None:
+    # gloo's threads are what abort; an nccl group is left to torch (its destroy may
+    # wait on work a dead peer never finishes).
+    if set_up() and _OWNED == [True] and "nccl" not in str(dist.get_backend()).lower():
+        from helios_pg._setup._lifecycle import shutdown
+
+        with contextlib.suppress(Exception):
+            shutdown()
 
 
 def set_up() -> bool:
@@ -57,6 +81,7 @@ def set_up() -> bool:
 def forget() -> None:
     """The default group ``init`` set up is gone (``shutdown``)."""
     _SET_UP.clear()
+    _OWNED.clear()
 
 
 def _names(backend: str) -> set[str]:
@@ -198,7 +223,7 @@ def adopt(
         if report.launcher is Launcher.RAY_TRAIN:
             layout = _with_ray_attempt(report, layout, call.wait)
     after_init(layout, None, None, report_failures=report_failures, hang=hang, job=report.job)
-    made()
+    made(owned=False)
     if missing:
         warnings.warn(
             "init adopted the process group made before it, but " + "; ".join(missing),
