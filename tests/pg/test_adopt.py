@@ -82,13 +82,25 @@ def test_an_adopted_group_gets_the_reporter_and_the_watchdog_once() -> None:
     assert _watchdog._watchdog is watchdog
 
 
+SETS_TIMEOUT = hasattr(dist, "set_timeout")
+"""Whether this torch can change a live gloo group's timeout (torch 2.4 cannot)."""
+
+
 @pytest.mark.usefixtures("made_by_torch")
+@pytest.mark.skipif(not SETS_TIMEOUT, reason="torch cannot change a live gloo group's timeout")
 def test_the_timeout_is_set_on_an_adopted_group() -> None:
     if group_timeout() is None:
         pytest.skip(f"torch {torch.__version__} does not show a gloo group's timeout")
     assert group_timeout() == MADE_WITH
     init(timeout=7)
     assert group_timeout() == timedelta(seconds=7)
+
+
+@pytest.mark.usefixtures("made_by_torch")
+@pytest.mark.skipif(SETS_TIMEOUT, reason="this torch changes a live gloo group's timeout")
+def test_a_torch_that_cannot_set_gloos_timeout_says_so() -> None:
+    with pytest.warns(AdoptionWarning, match=r"timeout=7 s was not applied to gloo's"):
+        init(timeout=7)
 
 
 @pytest.mark.usefixtures("made_by_torch")

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
 from tests.pg.torchrun_jobs import run_jobs
 from tests.support.procs import Finished
@@ -73,10 +74,13 @@ def test_the_timeout_given_to_init_replaces_the_frameworks(
     assert done.returncode == 0, done.describe()
     timed_out = re.findall(r"rank (\d) timed out: .*", done.stdout)
     assert sorted(timed_out) == ["0", "2"], done.describe()
-    # gloo names the timeout it waited: init's 3 s, not the 60 s the group was made with.
-    assert all("3000ms" in line for line in done.stdout.splitlines() if "timed out" in line), (
-        done.describe()
-    )
+    # gloo names the timeout it waited: init's 3 s, not the 60 s the group was made with;
+    # a torch that cannot change it (2.4) says so in an AdoptionWarning on every rank.
+    waited = "3000ms" if hasattr(dist, "set_timeout") else "60000ms"
+    lines = [line for line in done.stdout.splitlines() if "timed out" in line]
+    assert all(waited in line for line in lines), done.describe()
+    if not hasattr(dist, "set_timeout"):
+        assert done.stderr.count("AdoptionWarning") == 3, done.describe()
 
 
 @pytest.mark.faults

@@ -114,12 +114,11 @@ def _check_against_group(backend: str | None, world_size: int, rank: int) -> str
     return have
 
 
-def _apply_timeout(timeout: timedelta) -> str | None:
+def _apply_timeout(timeout: timedelta, backend: str) -> str | None:
     """Set the live group's timeout; say why not where torch cannot."""
-    setter = getattr(dist, "set_timeout", None) or getattr(
-        dist.distributed_c10d, "_set_pg_timeout", None
-    )
     wanted = f"timeout={timeout.total_seconds():g} s"
+    public = getattr(dist, "set_timeout", None)
+    setter = public or getattr(dist.distributed_c10d, "_set_pg_timeout", None)
     if setter is None:
         return f"{wanted} was not applied: torch {torch.__version__} cannot change a live group's"
     try:
@@ -131,7 +130,16 @@ def _apply_timeout(timeout: timedelta) -> str | None:
     # torch warns, and leaves the timeout as it was, for a backend that cannot change it
     # (MPI, UCC); _set_pg_timeout's own deprecation is no such warning.
     refused = [str(w.message) for w in said if not issubclass(w.category, FutureWarning)]
-    return f"{wanted} was not applied: {'; '.join(refused)}" if refused else None
+    if refused:
+        return f"{wanted} was not applied: {'; '.join(refused)}"
+    if public is None and "gloo" in _names(backend):
+        # Before set_timeout, torch's _set_pg_timeout changes gloo's option but not the
+        # timeout its collectives wait (measured on torch 2.4: still the group's own).
+        return (
+            f"{wanted} was not applied to gloo's collectives: torch {torch.__version__} "
+            "cannot change a live gloo group's; give the timeout to what makes the group"
+        )
+    return None
 
 
 def _has_store() -> bool:
@@ -204,7 +212,7 @@ def adopt(
         return
     missing = []
     if timeout is not None:
-        why = _apply_timeout(timeout)
+        why = _apply_timeout(timeout, have)
         if why is not None:
             missing.append(why)
     layout = None
