@@ -8,6 +8,9 @@ called.
 
 from __future__ import annotations
 
+import atexit
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -15,7 +18,13 @@ import helios_pg
 from tests.support.worker import group_timeout, report
 
 
+def at_exit() -> None:
+    """Registered before init, so it runs after what init registered: is a group left?"""
+    report(rank=int(os.environ["RANK"]), initialized_at_exit=dist.is_initialized())
+
+
 def main() -> None:
+    atexit.register(at_exit)
     helios_pg.init(backend="gloo", timeout=group_timeout())
     total = torch.ones(1)
     dist.all_reduce(total)
