@@ -269,3 +269,32 @@ def test_a_hand_set_world_below_the_step_warns_at_the_callers_line(
 
     assert (info.rank, info.world_size) == (3, 4)
     assert seen[0].filename == __file__
+
+
+def test_a_query_that_warned_warns_again_and_a_changed_variable_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # get_dist_info remembers its last answer while the variables it read hold: never
+    # a warning's, and never past a change.
+    environ = slurm_env(
+        rank=1, world_size=2, local_rank=1, node=0, tasks_per_node="2", num_nodes=1
+    ) | {"RANK": "3", "WORLD_SIZE": "4"}
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+
+    for _ in range(2):
+        with pytest.warns(LauncherEnvWarning):
+            get_dist_info()
+
+    for name in environ:
+        monkeypatch.delenv(name)
+    for name, value in torchrun_env(rank=1, world_size=2).items():
+        monkeypatch.setenv(name, value)
+    assert (get_dist_info().rank, get_dist_info().world_size) == (1, 2)
+    monkeypatch.setenv("RANK", "0")
+    assert get_dist_info().rank == 0
+    monkeypatch.setenv("RANK", "5")
+    with pytest.raises(LauncherEnvError, match="RANK"):
+        get_dist_info()
+    with pytest.raises(LauncherEnvError, match="RANK"):
+        get_dist_info()  # an error is never remembered

@@ -18,7 +18,16 @@ from helios_env._errors import LauncherEnvError, LauncherEnvWarning
 from helios_env._integers import parse_int
 from helios_env._launcher import SPECS, Launcher, LauncherSpec
 
-__all__ = ["cross_check"]
+__all__ = ["cross_check", "warnings_given"]
+
+_given = [0]
+"""How many warnings this module gave: a rank query that warned is not remembered."""
+
+
+def warnings_given() -> int:
+    """How many :class:`LauncherEnvWarning` the cross-check gave in this process."""
+    return _given[0]
+
 
 _SLURM = SPECS[Launcher.SLURM]
 _ENV = SPECS[Launcher.ENVIRONMENT].names
@@ -64,6 +73,7 @@ def _check_torchrun(get: Getter, spec: LauncherSpec, outer_size: str) -> None:
         f"it ({pair}); if this is not an elastic run, some agents are waiting or belong to "
         f"another job. Set {FORCE_VARIABLE}=torchrun to silence this warning"
     )
+    _given[0] += 1
     warnings.warn(message, LauncherEnvWarning, stacklevel=5)
 
 
@@ -92,6 +102,7 @@ def _check_hand_set(get: Getter, outer: LauncherSpec) -> None:
         f"using RANK and WORLD_SIZE. Set {FORCE_VARIABLE}=env to use them without this "
         f"warning, or {FORCE_VARIABLE}=slurm or mpi to use the launcher's ranks"
     )
+    _given[0] += 1
     warnings.warn(message, LauncherEnvWarning, stacklevel=5)
 
 

@@ -13,11 +13,12 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 
-__all__ = ["ENVIRON_BYTES", "Getter", "environ_get", "getter_for"]
+__all__ = ["ENVIRON_BYTES", "FILESYSTEM_ENCODING", "Getter", "environ_get", "getter_for"]
 
 Getter = Callable[[str], "str | None"]
 
-_ENCODING = sys.getfilesystemencoding()
+FILESYSTEM_ENCODING = sys.getfilesystemencoding()
+"""How the names and values of the environment are encoded."""
 _found = getattr(os.environ, "_data", None) if os.name == "posix" else None
 ENVIRON_BYTES: dict[bytes, bytes] | None = _found if isinstance(_found, dict) else None
 """The live bytes mapping behind ``os.environ`` on POSIX (None elsewhere): read only."""
@@ -25,8 +26,8 @@ ENVIRON_BYTES: dict[bytes, bytes] | None = _found if isinstance(_found, dict) el
 
 def _posix_get(name: str) -> str | None:
     assert ENVIRON_BYTES is not None
-    raw = ENVIRON_BYTES.get(name.encode(_ENCODING, "surrogateescape"))
-    return None if raw is None else raw.decode(_ENCODING, "surrogateescape")
+    raw = ENVIRON_BYTES.get(name.encode(FILESYSTEM_ENCODING, "surrogateescape"))
+    return None if raw is None else raw.decode(FILESYSTEM_ENCODING, "surrogateescape")
 
 
 environ_get: Getter = os.environ.get if ENVIRON_BYTES is None else _posix_get

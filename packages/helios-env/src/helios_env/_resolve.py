@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from types import MappingProxyType
 
 from helios_env._attempt import read_attempt
-from helios_env._crosscheck import cross_check
+from helios_env._crosscheck import cross_check, warnings_given
 from helios_env._detect import FORCE_VARIABLE, detect_with, overlap, present
-from helios_env._environ import Getter, environ_get, getter_for
+from helios_env._environ import (
+    ENVIRON_BYTES,
+    FILESYSTEM_ENCODING,
+    Getter,
+    environ_get,
+    getter_for,
+)
 from helios_env._environment_report import EnvironmentReport
 from helios_env._info import DistributedInfo
 from helios_env._interface import gloo_interface
@@ -229,5 +236,38 @@ def get_dist_info() -> DistributedInfo:
         >>> info.rank, info.world_size, info.is_main_process
         (0, 1, True)
     """
-    read_master(environ_get)
-    return _resolve(environ_get, live_group())[0]
+    group = live_group()
+    if group is not None or ENVIRON_BYTES is None:
+        read_master(environ_get)
+        return _resolve(environ_get, group)[0]
+    if _last:
+        read, info = _last[0]
+        if all(ENVIRON_BYTES.get(key) == raw for key, raw in read):
+            return info
+    _last.clear()
+    seen: dict[bytes, bytes | None] = {}
+    get = partial(_recorded, seen)
+    warned = warnings_given()
+    read_master(get)
+    info = _resolve(get, None)[0]  # here, not deeper: a warning names the caller's line
+    if warnings_given() == warned:
+        _last.append((tuple(seen.items()), info))
+    return info
+
+
+_last: list[tuple[tuple[tuple[bytes, bytes | None], ...], DistributedInfo]] = []
+"""The last answer without a group, with every variable it read and its raw value.
+
+Without a group the answer is a function of the variables the resolution reads and of
+nothing else: while each still holds the value it had (one dict lookup each, on the
+mapping behind ``os.environ``), the last answer stands. A resolution that raised or
+warned is not remembered, so it raises or warns again.
+"""
+
+
+def _recorded(seen: dict[bytes, bytes | None], name: str) -> str | None:
+    """Look ``name`` up in this process's environment, noting its raw value in ``seen``."""
+    assert ENVIRON_BYTES is not None
+    key = name.encode(FILESYSTEM_ENCODING, "surrogateescape")
+    raw = seen[key] = ENVIRON_BYTES.get(key)
+    return None if raw is None else raw.decode(FILESYSTEM_ENCODING, "surrogateescape")
