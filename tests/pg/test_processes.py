@@ -24,7 +24,6 @@ from tests.support.procs import (
     Finished,
     base_env,
     free_port,
-    launcher_variables,
     results,
     run_hand_started,
     run_processes,
@@ -283,19 +282,12 @@ def test_shutdown_right_after_collectives_never_hangs() -> None:
 
 
 def test_a_group_init_made_is_destroyed_at_exit_when_the_program_forgot() -> None:
-    # Four jobs of two ranks at once: without the destroy at exit, about one process in
-    # three aborts at exit (status 134) or warns of the undestroyed group.
-    script = WORKERS / "no_shutdown.py"
-    commands = []
-    for _ in range(4):
-        port = str(free_port())
-        for rank in range(2):
-            env = base_env(CPU_ONLY) | launcher_variables(rank, 2, port)
-            commands.append(([sys.executable, str(script)], env))
-    finished = run_processes(commands, limit=LIMIT)
+    # Without the destroy at exit, about one process in twenty here aborts as Python
+    # finalizes (status 134, "terminate called without an active exception"): each rank
+    # checks, after helios's exit hook and before finalization, that no group is left.
+    finished = run_hand_started(WORKERS / "no_shutdown.py", 2, extra_env=CPU_ONLY, limit=LIMIT)
     expect_clean_exit(finished)
     reports = results(finished)
-    assert [item["total"] for item in reports if "total" in item] == [2.0] * 8
-    # Destroyed at exit, before the interpreter finalizes, on every rank.
+    assert [item["total"] for item in reports if "total" in item] == [2.0] * 2
     left = [item["initialized_at_exit"] for item in reports if "initialized_at_exit" in item]
-    assert left == [False] * 8, reports
+    assert left == [False] * 2, reports
