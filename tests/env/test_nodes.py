@@ -18,8 +18,8 @@ from helios_env import (
     get_local_world_size,
     inspect_environment,
 )
+from helios_env._hydra import hydra_control
 from helios_env._learned import LEARNED, forget_layout, learned_layout, record_layout
-from helios_env._rendezvous import _hydra_control
 from tests.env.launchers import LiveGroup, hand_set_env, open_mpi_env, set_environ, slurm_env
 
 
@@ -179,8 +179,8 @@ def test_hydra_names_the_job_by_its_mpiexec_on_every_node(tmp_path: Path) -> Non
     args = ["/usr/bin/hydra_pmi_proxy", "--control-port", "node1:45623", "--pgid", "0"]
     (proxy / "cmdline").write_bytes(b"\0".join(arg.encode() for arg in args) + b"\0")
 
-    assert _hydra_control(4242, tmp_path) == "node1:45623 (pgid 0)"
-    assert _hydra_control(4243, tmp_path) is None
+    assert hydra_control(4242, tmp_path) == "node1:45623 (pgid 0)"
+    assert hydra_control(4243, tmp_path) is None
 
 
 def test_a_set_gloo_socket_ifname_always_wins() -> None:

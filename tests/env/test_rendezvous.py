@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helios_env import LauncherEnvError, _rendezvous, inspect_environment
+from helios_env import LauncherEnvError, _hydra, _rendezvous, inspect_environment
 from helios_env._rendezvous import ephemeral_ports, port_range
 from tests.env.launchers import open_mpi_env, slurm_env
 
@@ -155,7 +155,7 @@ def test_hydra_s_proxy_is_found_above_any_wrapper(
     fake_process(tmp_path, 700, "sh (a wrapper)", 600)
     monkeypatch.setattr(os, "getppid", lambda: 700)
 
-    assert _rendezvous._proxy_ancestor(tmp_path) == 500
+    assert _hydra.proxy_ancestor(tmp_path) == 500
 
 
 def test_no_proxy_above_this_process_gives_no_job(
@@ -164,8 +164,8 @@ def test_no_proxy_above_this_process_gives_no_job(
     fake_process(tmp_path, 600, "bash", 1)
     monkeypatch.setattr(os, "getppid", lambda: 600)
 
-    assert _rendezvous._proxy_ancestor(tmp_path) is None
-    assert _rendezvous._proxy_ancestor(tmp_path / "missing") is None
+    assert _hydra.proxy_ancestor(tmp_path) is None
+    assert _hydra.proxy_ancestor(tmp_path / "missing") is None
 
 
 def test_across_nodes_every_rank_assumes_linux_s_ephemeral_range(

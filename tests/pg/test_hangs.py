@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import PrefixStore, TCPStore
 
 from helios_pg import RendezvousConfigError, init, shutdown
-from helios_pg._reports import _watchdog
+from helios_pg._reports import _watch, _watchdog
 from helios_pg._reports._hang_settings import hang_timeout_from
 from helios_pg._reports._issued import IssuedWork, Place, hooks_supported
 from helios_pg._reports._ledger import Ledger
@@ -337,7 +337,7 @@ def test_the_watchdog_hooks_the_default_group_and_new_groups_while_it_runs() -> 
         dist.distributed_c10d.all_reduce(torch.ones(1), group=sub)  # no wrapper sees it
         assert noted(issued) == before + 1
         wait_until_completed(issued)
-        _watchdog.stop()
+        _watch.stop_watchdog()
         dist.distributed_c10d.all_reduce(torch.ones(1), group=sub)
         assert noted(issued) == before + 1  # the hooks went with the watchdog
         assert not issued.groups

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import HashStore
 
 import helios_pg
-import helios_pg._reports._watchdog
+import helios_pg._reports._watch
 from helios_env import DistributedInfo, LauncherEnvError, get_dist_info
 from helios_pg import (
     ProcessGroupInitError,
@@ -106,7 +106,7 @@ def test_every_timeout_takes_seconds_or_a_timedelta(
 ) -> None:
     given: list[object] = []
     started: list[object] = []
-    create, start = dist.init_process_group, helios_pg._reports._watchdog.start
+    create, start = dist.init_process_group, helios_pg._reports._watch.start_watchdog
 
     def init_process_group(**kwargs: Any) -> None:
         given.append(kwargs["timeout"])

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 from helios_pg import process_group
+from helios_pg._torch import destroy_without_deadlock
 from tests.support.worker import group_timeout
 
 ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
@@ -81,7 +82,10 @@ def main() -> None:
         except BaseException as exc:  # the framework keeps it, as Ray does
             caught.append(exc)
         finally:
-            dist.destroy_process_group()
+            # As the framework would, but past torch's own deadlock: before torch 2.8,
+            # destroying a gloo group just after a collective can hang on its worker
+            # thread (helios's shutdown() steps around it the same way).
+            destroy_without_deadlock()
 
     warnings.simplefilter("always")
     thread = threading.Thread(target=run, name="TrainingThread")

@@ -26,8 +26,6 @@ every rank on every node shares.
 
 from __future__ import annotations
 
-import itertools
-import os
 import socket
 import zlib
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from helios_env._environ import Getter
 from helios_env._errors import HostlistError, LauncherEnvError
 from helios_env._hostlist import first_host
 from helios_env._hostlists import file_first_host, first_entry, given_meeting, listed_hosts
+from helios_env._hydra import hydra_control, proxy_ancestor
 from helios_env._info import DistributedInfo
 from helios_env._integers import read_int
 from helios_env._launcher import (
@@ -70,8 +69,6 @@ _LINUX_EPHEMERAL = (32768, 60999)
 _LOWEST = 10000  # below: well-known services and what people pick by hand
 # Hydra starts every rank of a node below one proxy process, whatever wraps the program
 # (a shell script, uv run, a profiler): on one node that proxy names the job.
-_PROXIES = frozenset({b"hydra_pmi_proxy", b"pmi_proxy"})
-_PROC = Path("/proc")
 _LSF = SPECS[Launcher.LSF]
 
 
@@ -158,9 +155,9 @@ def _job(get: Getter, launcher: Launcher, *, one_node: bool) -> tuple[str | None
         value = get(name)
         if value:
             return spec.job_format.format(value), name
-    proxy = _proxy_ancestor()
+    proxy = proxy_ancestor()
     if proxy is not None:
-        control = _hydra_control(proxy)
+        control = hydra_control(proxy)
         if control is not None:
             source = "the launcher's proxy (--control-port)"
             return f"{launcher} job of mpiexec at {control}", source
@@ -168,40 +165,6 @@ def _job(get: Getter, launcher: Launcher, *, one_node: bool) -> tuple[str | None
             host = socket.gethostname()
             return f"{launcher} job of proxy pid {proxy} on {host}", "the launcher's proxy"
     return None, f"not known: {launcher} sets no job id"
-
-
-def _hydra_control(pid: int, proc: Path = _PROC) -> str | None:
-    """``host:port (pgid N)`` of the mpiexec behind a Hydra proxy, from its command line."""
-    try:
-        args = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    found: dict[bytes, str] = {}
-    for flag, value in itertools.pairwise(args):
-        if flag in (b"--control-port", b"--pgid") and value:
-            found[flag] = value.decode(errors="replace")
-    control = found.get(b"--control-port")
-    if control is None:
-        return None
-    return f"{control} (pgid {found.get(b'--pgid', '0')})"
-
-
-def _proxy_ancestor(proc: Path = _PROC) -> int | None:
-    """The pid of the nearest ancestor that is an MPI launcher's proxy, on Linux."""
-    pid = os.getppid()
-    for _ in range(32):
-        try:
-            stat = (proc / str(pid) / "stat").read_bytes()
-        except OSError:
-            return None
-        name, _, rest = stat.partition(b" (")[2].rpartition(b") ")
-        if name in _PROXIES:
-            return pid
-        fields = rest.split()
-        if len(fields) < 2 or not fields[1].isdigit() or int(fields[1]) <= 1:
-            return None
-        pid = int(fields[1])
-    return None
 
 
 def _address(get: Getter, spec: LauncherSpec, one_node: str | None) -> tuple[str | None, str]:

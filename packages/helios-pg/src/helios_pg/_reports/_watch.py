@@ -2,20 +2,30 @@
 
 ``init`` calls :func:`watch` once the group has formed and ``shutdown`` calls
 :func:`stop_reports`; the failure reporter and the hang watchdog behind them are this
-package's own business.
+package's own business. Here too: starting this process's watchdog thread, with what it
+needs (the wrappers, the hooks, its stack-dump file), and stopping it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from helios_pg._reports import _watchdog
+from helios_pg._reports._hang_directory import report_directory, tidy
+from helios_pg._reports._hang_settings import SIGNAL_VARIABLE, signal_number
+from helios_pg._reports._issued import IssuedWork, hooks_supported
 from helios_pg._reports._reporter import install as install_reporter
 from helios_pg._reports._reporter import uninstall as uninstall_reporter
-from helios_pg._reports._watchdog import start as start_watchdog
+from helios_pg._reports._stackdump import RankDumpFile
+from helios_pg._reports._watchdog import STOP_WAIT, Watchdog
+from helios_pg._reports._wrappers import unwrap, wrap
 
-__all__ = ["WATCHDOG_SOURCE", "start_watchdog", "stop_reports", "watch"]
+__all__ = ["WATCHDOG_SOURCE", "start_watchdog", "stop_reports", "stop_watchdog", "watch"]
 
 WATCHDOG_SOURCE = str(Path(_watchdog.__file__))
 """The watchdog's source file, as its thread's frames name it in a stack dump."""
@@ -81,5 +91,78 @@ def stop_reports(*, hand_back: bool = False) -> None:
         hand_back: Take them back also while an exception propagates (it is reported
             first): the group was adopted, and its owner catches that exception.
     """
-    _watchdog.stop()
+    stop_watchdog()
     uninstall_reporter(hand_back=hand_back)
+
+
+def start_watchdog(
+    *,
+    rank: int,
+    world_size: int,
+    store: Any,
+    key: str,
+    timeout: float,
+    job: str,
+    failure_key: str = "",
+) -> Watchdog:
+    """Start this rank's watchdog and wrap ``torch.distributed``'s collectives.
+
+    Args:
+        rank: This rank.
+        world_size: The number of ranks.
+        store: A store client of its own, with a short timeout.
+        key: The store key under which this group's roll call runs.
+        timeout: Seconds in one collective after which the roll is called.
+        job: The job's identity, for the name of the report directory.
+        failure_key: The failure reporter's key of the job's first failure, where the
+            roll call's culprit is published.
+
+    Returns:
+        The running watchdog.
+
+    Raises:
+        ValueError: ``HELIOS_HANG_SIGNAL`` names no signal.
+    """
+    import torch.distributed as dist
+
+    stop_watchdog()
+    number = signal_number(os.environ.get(SIGNAL_VARIABLE))
+    base, own = report_directory(job)
+    watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
+    watchdog.own_directory = own
+    if hooks_supported():
+        issued = IssuedWork(watchdog.current, watchdog.main)
+        if issued.install(dist.group.WORLD, default=True):
+            watchdog.issued = issued
+    with contextlib.suppress(OSError):
+        watchdog.dump = RankDumpFile(base, rank).open(watchdog.main, signal_number=number)
+    if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
+        watchdog.dump.arm(timeout + 1)
+    watchdog.wrapper_code = wrap(
+        dist, watchdog.current, watchdog.main, watchdog.originals, watchdog.issued
+    )
+    watchdog.thread = threading.Thread(
+        target=watchdog.run, name="helios-hang-watchdog", daemon=True
+    )
+    watchdog.thread.start()
+    _watchdog._watchdog = watchdog  # one a process, for the default group
+    return watchdog
+
+
+def stop_watchdog() -> None:
+    """Stop the watchdog, if one runs, and put ``torch.distributed`` back as it was."""
+    watchdog = _watchdog._watchdog
+    if watchdog is None:
+        return
+    _watchdog._watchdog = None
+    watchdog.stopping.set()
+    if watchdog.thread is not None and watchdog.thread is not threading.current_thread():
+        # It wakes at once, unless a store request is under way (its timeout is short).
+        watchdog.thread.join(timeout=STOP_WAIT)
+    dist: Any = sys.modules.get("torch.distributed")
+    if dist is not None:
+        unwrap(dist, watchdog.originals, watchdog.issued)
+    if watchdog.dump is not None:
+        watchdog.dump.close()
+    if not watchdog.spoke:
+        tidy(watchdog.directory, watchdog.dump, remove_directory=watchdog.own_directory)

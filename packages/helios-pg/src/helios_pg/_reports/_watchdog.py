@@ -48,24 +48,19 @@ from types import CodeType
 from typing import Any
 
 from helios_pg._reports._error_file import ERROR_FILE_VARIABLE, retract_hang_file, write_error_file
-from helios_pg._reports._hang_directory import report_directory, tidy
-from helios_pg._reports._hang_settings import (
-    SIGNAL_VARIABLE,
-    signal_number,
-)
-from helios_pg._reports._issued import IssuedWork, Place, hooks_supported
+from helios_pg._reports._issued import IssuedWork, Place
 from helios_pg._reports._ledger import Entry, Ledger
 from helios_pg._reports._records import Answer, Collective, Verdict
 from helios_pg._reports._round import Round, Waited, describe
-from helios_pg._reports._stackdump import RankDumpFile, StackDump
+from helios_pg._reports._stackdump import StackDump
 from helios_pg._reports._verdict import announce
-from helios_pg._reports._wrappers import unwrap, wrap
 from helios_pg._store_poll import poll
 
-__all__ = ["Watchdog", "start", "stop"]
+__all__ = ["STOP_WAIT", "Watchdog"]
 
 _ANSWER_WAIT = 5.0
-_STOP_WAIT = 3.0
+STOP_WAIT = 3.0
+"""Seconds ``stop`` waits for the thread, busy with a store request at worst."""
 _SETTLE_WAIT = 1.0
 _GIVE_UP = 10  # ticks in a row whose store requests failed
 
@@ -325,78 +320,4 @@ class Watchdog:
 
 
 _watchdog: Watchdog | None = None
-
-
-def start(
-    *,
-    rank: int,
-    world_size: int,
-    store: Any,
-    key: str,
-    timeout: float,
-    job: str,
-    failure_key: str = "",
-) -> Watchdog:
-    """Start this rank's watchdog and wrap ``torch.distributed``'s collectives.
-
-    Args:
-        rank: This rank.
-        world_size: The number of ranks.
-        store: A store client of its own, with a short timeout.
-        key: The store key under which this group's roll call runs.
-        timeout: Seconds in one collective after which the roll is called.
-        job: The job's identity, for the name of the report directory.
-        failure_key: The failure reporter's key of the job's first failure, where the
-            roll call's culprit is published.
-
-    Returns:
-        The running watchdog.
-
-    Raises:
-        ValueError: ``HELIOS_HANG_SIGNAL`` names no signal.
-    """
-    global _watchdog  # noqa: PLW0603 - one watchdog per process, for the default group
-    import torch.distributed as dist
-
-    stop()
-    number = signal_number(os.environ.get(SIGNAL_VARIABLE))
-    base, own = report_directory(job)
-    watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
-    watchdog.own_directory = own
-    if hooks_supported():
-        issued = IssuedWork(watchdog.current, watchdog.main)
-        if issued.install(dist.group.WORLD, default=True):
-            watchdog.issued = issued
-    with contextlib.suppress(OSError):
-        watchdog.dump = RankDumpFile(base, rank).open(watchdog.main, signal_number=number)
-    if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
-        watchdog.dump.arm(timeout + 1)
-    watchdog.wrapper_code = wrap(
-        dist, watchdog.current, watchdog.main, watchdog.originals, watchdog.issued
-    )
-    watchdog.thread = threading.Thread(
-        target=watchdog.run, name="helios-hang-watchdog", daemon=True
-    )
-    watchdog.thread.start()
-    _watchdog = watchdog
-    return watchdog
-
-
-def stop() -> None:
-    """Stop the watchdog, if one runs, and put ``torch.distributed`` back as it was."""
-    global _watchdog  # noqa: PLW0603 - see start
-    watchdog = _watchdog
-    if watchdog is None:
-        return
-    _watchdog = None
-    watchdog.stopping.set()
-    if watchdog.thread is not None and watchdog.thread is not threading.current_thread():
-        # It wakes at once, unless a store request is under way (its timeout is short).
-        watchdog.thread.join(timeout=_STOP_WAIT)
-    dist: Any = sys.modules.get("torch.distributed")
-    if dist is not None:
-        unwrap(dist, watchdog.originals, watchdog.issued)
-    if watchdog.dump is not None:
-        watchdog.dump.close()
-    if not watchdog.spoke:
-        tidy(watchdog.directory, watchdog.dump, remove_directory=watchdog.own_directory)
+"""This process's running watchdog, for the default group (:mod:`._watch` starts it)."""
