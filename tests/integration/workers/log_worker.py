@@ -31,6 +31,7 @@ from helios_log import (
     on_local_rank,
     setup_rank_logging,
 )
+from helios_pg._torch import destroy_without_deadlock
 from tests.support.worker import group_timeout, report
 
 logger = logging.getLogger("log_worker")
@@ -108,7 +109,9 @@ def main() -> None:
         if args.helios_pg:
             helios_pg.shutdown()
         else:
-            dist.destroy_process_group()
+            # Plain torch's group, destroyed past torch 2.4's gloo deadlock (a destroy
+            # just after a collective can hang on gloo's worker thread before 2.8).
+            destroy_without_deadlock()
     if args.helios_pg:
         report(phase="shutdown", initialized=dist.is_initialized())
 
