@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if config.pluginmanager.hasplugin("helios_pg") and config.getoption("ranks_reuse") is None:
         config.option.ranks_reuse = True
+    # A worker killed at its time limit aborts to print its stacks (tests/support/procs.py):
+    # no core file, from it or any other worker, lands in the checkout.
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 DEFAULT_LIMIT = 90.0
+ABORT_GRACE = 3.0
+"""Seconds a process killed at its time limit has to print its stacks."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "RESULT "
 PART_PREFIX = "RESULT-PART "
@@ -243,6 +245,8 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without any launcher variable, plus ``extra``."""
     env = plain_environment(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
+    # A process killed at its time limit first prints its stacks (see _dump_stacks).
+    env["PYTHONFAULTHANDLER"] = "1"
     # Worker scripts import tests.support.worker.
     paths = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(paths)
@@ -255,7 +259,59 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _children() -> dict[int, list[int]]:
+    """Every live process's children, from ``/proc``: pid to child pids."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces: the parent's pid is
+        # the second field after its closing parenthesis.
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children[parent].append(int(entry.name))
+    return children
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants, also those in sessions of their own (torchrun's
+    workers run in new sessions, out of reach of a kill of torchrun's session)."""
+    children = _children()
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        queue.extend(children.get(current, []))
+    return found
+
+
+def _signal_all(pids: Iterable[int], signal_number: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal_number)
+
+
+def _dump_stacks(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Have every process under ``procs`` write its Python stacks, then end them all.
+
+    Workers run with ``PYTHONFAULTHANDLER`` (:func:`base_env`), so SIGABRT makes each
+    Python process print every thread's stack to its stderr before it dies: the
+    report of a job killed at its time limit says where each process was.
+    """
+    pids = [pid for proc in procs if proc.poll() is None for pid in _tree(proc.pid)]
+    _signal_all(pids, signal.SIGABRT)
+    deadline = time.monotonic() + ABORT_GRACE
+    while time.monotonic() < deadline and any(is_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    _signal_all(pids, signal.SIGKILL)
+
+
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        _signal_all(_tree(proc.pid), signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -319,6 +375,7 @@ def run_processes(
                     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     timed_out = True
+                    _dump_stacks(procs)
                     for other in procs:
                         _kill_session(other)
                     proc.wait()
