@@ -137,7 +137,11 @@ def _reduce(stacked: torch.Tensor, op: str, world: int) -> torch.Tensor:
         return stacked.amax(0)
     if op == "MIN":
         return stacked.amin(0)
-    raise AssertionError(op)
+    bitwise = {"BAND": torch.bitwise_and, "BOR": torch.bitwise_or, "BXOR": torch.bitwise_xor}
+    result = stacked[0].clone()
+    for row in stacked[1:]:
+        result = bitwise[op](result, row)
+    return result
 
 
 def expected(case: Case, world: int) -> torch.Tensor:

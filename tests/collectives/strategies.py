@@ -56,7 +56,7 @@ def gather_cases(draw: st.DrawFn, world: int) -> Case:
 
 def _ops(dtype: str) -> list[str]:
     ops = ["SUM", "MAX", "MIN", "PRODUCT"]
-    return [*ops, "AVG"] if dtype in FLOAT_DTYPES else ops
+    return [*ops, "AVG"] if dtype in FLOAT_DTYPES else [*ops, "BAND", "BOR", "BXOR"]
 
 
 @st.composite
@@ -161,6 +161,16 @@ def explicit_cases(world: int) -> list[Case]:
             "op": "SUM",
             "view": "strided",
             "seed": 3,
+            "validate": True,
+        },
+        {
+            # 4 x 4 x 8 bytes: too large to ride in the check's slot.
+            "kind": "reduce",
+            "shape": [4, 4],
+            "dtype": "float64",
+            "op": "MAX",
+            "view": "transposed",
+            "seed": 7,
             "validate": True,
         },
         {

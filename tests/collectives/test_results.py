@@ -7,14 +7,16 @@ once in the pytest process and sent to every rank.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
 import torch
 import torch.distributed as dist
 
+from helios_collectives._validation import PAYLOAD_LIMIT
 from helios_env import DistributedInfo
-from tests.collectives.cases import Case, describe, expected, make_input
+from tests.collectives.cases import Case, describe, dtype_of, expected, make_input
 from tests.collectives.conftest import GROUP_TIMEOUT
 from tests.collectives.on_ranks import all_ranks, wrong_results
 from tests.collectives.strategies import (
@@ -47,6 +49,17 @@ def cases() -> Cases:
     return {kind: by_kind[kind] + drawn[kind] for kind in drawn}
 
 
+def _payload(case: Case) -> int:
+    """Bytes that one rank's call reduces."""
+    shapes = case["shapes"] if case["kind"] == "reduce_list" else [case["shape"]]
+    elements: int = sum(math.prod(shape) for shape in shapes)
+    return elements * dtype_of(case["dtype"]).itemsize
+
+
+def _rides_in_the_check(case: Case) -> bool:
+    return case["validate"] and _payload(case) <= PAYLOAD_LIMIT
+
+
 def _mixes_0d_and_nd(case: Case) -> bool:
     ndims = {len(shape) for shape in case["shapes"]}
     return 0 in ndims and len(ndims) > 1
@@ -57,12 +70,15 @@ def _mixes_0d_and_nd(case: Case) -> bool:
 BEHAVIOURS: dict[str, tuple[str, Callable[[Case], bool]]] = {
     "gather into the stacked shape": ("gather", lambda c: c["layout"] == "stacked"),
     "gather non-contiguous views": ("gather", lambda c: c["view"] != "contiguous"),
-    "gather with validation on": ("gather", lambda c: c["validate"]),
+    "gather with the check on": ("gather", lambda c: c["validate"]),
     "reduce with AVG (a sum divided by the world size)": ("reduce", lambda c: c["op"] == "AVG"),
     "reduce non-contiguous views": ("reduce", lambda c: c["view"] != "contiguous"),
-    "reduce with validation on": ("reduce", lambda c: c["validate"]),
+    "reduce riding in the check": ("reduce", _rides_in_the_check),
+    "reduce after the check": ("reduce", lambda c: c["validate"] and not _rides_in_the_check(c)),
+    "reduce with the check off": ("reduce", lambda c: not c["validate"]),
+    "reduce with a bitwise op": ("reduce", lambda c: c["op"].startswith("B")),
     "reduce a list mixing 0-d and n-d tensors": ("reduce_list", _mixes_0d_and_nd),
-    "reduce a list with validation on": ("reduce_list", lambda c: c["validate"]),
+    "reduce a list riding in the check": ("reduce_list", _rides_in_the_check),
     "gather_uneven with empty ranks": ("uneven", lambda c: 0 in c["firsts"]),
     "gather_uneven of non-contiguous views": ("uneven", lambda c: c["view"] != "contiguous"),
 }
@@ -76,14 +92,14 @@ def test_the_cases_exercise(cases: Cases, behaviour: str) -> None:
 
 @on_ranks
 def test_gather_into_tensor_matches_a_local_concatenation(cases: Cases) -> None:
-    # Stacked and concatenated layouts, views, validation on and off; each input is
+    # Stacked and concatenated layouts, views, the check on and off; each input is
     # also left unchanged.
     assert wrong_results(cases["gather"]) == []
 
 
 @on_ranks
 def test_all_reduce_tensors_matches_a_local_reduction(cases: Cases) -> None:
-    # Every op (AVG as the sum divided by the world size), views, validation on and off;
+    # Every op (AVG as the sum divided by the world size), views, the check on and off;
     # each result is also the input tensor itself, and nothing outside a view is written.
     assert wrong_results(cases["reduce"]) == []
 
@@ -108,7 +124,7 @@ def test_raw_gloo_all_reduce_of_a_view_is_wrong_which_is_what_the_copy_fixes(
 
 @on_ranks
 def test_all_reduce_tensors_of_a_list_reduces_the_flat_concatenation(cases: Cases) -> None:
-    # Lists mixing 0-d and n-d tensors, validation on and off; each list is left unchanged.
+    # Lists mixing 0-d and n-d tensors, the check on and off; each list is left unchanged.
     assert wrong_results(cases["reduce_list"]) == []
 
 

@@ -311,32 +311,15 @@ def test_gather_uneven_refuses_a_0d_tensor(world_of_one: None) -> None:
         lambda v: safe_barrier(validate=v),
     ],
 )
-def test_validation_adds_one_description_gather(
-    world_of_one: None, spy: Spy, call: Callable[[bool], object]
+@pytest.mark.parametrize("validate", [True, None])
+def test_one_rank_has_nothing_to_check(
+    world_of_one: None, spy: Spy, call: Callable[[bool | None], object], validate: bool | None
 ) -> None:
     gathers = spy(GATHER)
     call(False)
     plain = len(gathers)
-    call(True)
-    assert len(gathers) - plain == plain + 1
-
-
-def test_the_environment_variable_turns_validation_on(
-    world_of_one: None, spy: Spy, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    gathers = spy(GATHER)
-    monkeypatch.setenv(VALIDATE_ENV_VAR, "1")
-    all_reduce_tensors(torch.ones(2))
-    assert len(gathers) == 1
-
-
-def test_an_explicit_argument_beats_the_environment_variable(
-    world_of_one: None, spy: Spy, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    gathers = spy(GATHER)
-    monkeypatch.setenv(VALIDATE_ENV_VAR, "1")
-    all_reduce_tensors(torch.ones(2), validate=False)
-    assert gathers == []
+    call(validate)
+    assert len(gathers) == 2 * plain  # the call's own gathers, no description
 
 
 def test_an_unreadable_environment_variable_is_a_validation_setting_error(

@@ -6,20 +6,30 @@ The tests run on ranks of helios-pg's pytest plugin; each rank checks what it ra
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
+from torch.distributed import ReduceOp
 
 from helios_collectives import (
+    VALIDATE_ENV_VAR,
     CollectiveArgumentError,
     CollectiveMismatchError,
     all_reduce_tensors,
+    gather_into_tensor,
+    safe_barrier,
 )
+from helios_collectives._torch_api import gather_function_name
+from helios_collectives._validation import PAYLOAD_LIMIT
 from helios_env import DistributedInfo
 from tests.collectives.conftest import GROUP_TIMEOUT
 from tests.collectives.on_ranks import SCENARIOS, all_ranks
 
 WORLD = 3
 LAST = WORLD - 1
+SLOT = 24 + PAYLOAD_LIMIT  # bytes per rank in a check's all-gather
 pytestmark = pytest.mark.ranks(WORLD, timeout=60, group_timeout=GROUP_TIMEOUT)
 
 
@@ -95,9 +105,9 @@ def test_a_rank_in_another_collective_is_named_and_no_rank_waits_for_it(
     import torch.distributed as dist
 
     if dist_info.rank == LAST:
-        # A collective of the same size as a fingerprint, but not one.
-        out = torch.empty(3 * WORLD, dtype=torch.int64)
-        dist.all_gather_into_tensor(out, torch.zeros(3, dtype=torch.int64))
+        # A collective of the same size as a fingerprint's slot, but not one.
+        out = torch.empty(SLOT * WORLD, dtype=torch.uint8)
+        dist.all_gather_into_tensor(out, torch.zeros(SLOT, dtype=torch.uint8))
     else:
         with pytest.raises(CollectiveMismatchError) as raised:
             all_reduce_tensors(torch.ones(2), validate=True)
@@ -107,3 +117,83 @@ def test_a_rank_in_another_collective_is_named_and_no_rank_waits_for_it(
     total = torch.ones(1)
     dist.all_reduce(total)
     assert total.item() == WORLD
+
+
+Counts = dict[str, int]
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> Counts:
+    """Count the calls of torch's collectives that helios's collectives make."""
+    import torch.distributed as dist
+
+    counts: Counts = {}
+    for name in (gather_function_name(dist), "all_reduce", "barrier"):
+        real = getattr(dist, name)
+
+        def counting(*args: object, _real: Any = real, _name: str = name, **kw: object) -> Any:
+            counts[_name] = counts.get(_name, 0) + 1
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(dist, name, counting)
+    return counts
+
+
+def _gathers(counts: Counts) -> int:
+    return sum(n for name, n in counts.items() if name.startswith("all_gather"))
+
+
+CALLS: dict[str, tuple[Callable[[], object], int, int]] = {
+    # What each call makes: (the call, all-gathers, all-reduces).
+    # 104 bytes ride in the check: one collective in all.
+    "26 float32": (lambda: all_reduce_tensors(torch.ones(26)), 1, 0),
+    "a list": (lambda: all_reduce_tensors([torch.ones(2), torch.tensor(1.0)]), 1, 0),
+    "MAX of int64": (
+        lambda: all_reduce_tensors(torch.ones(2, dtype=torch.int64), op=ReduceOp.MAX),
+        1,
+        0,
+    ),
+    # 108 bytes do not: the check, then the all-reduce.
+    "27 float32": (lambda: all_reduce_tensors(torch.ones(27)), 1, 1),
+    "unchecked": (lambda: all_reduce_tensors(torch.ones(2), validate=False), 0, 1),
+    "gather": (lambda: gather_into_tensor(torch.ones(2), (2 * WORLD,)), 2, 0),
+    "unchecked gather": (
+        lambda: gather_into_tensor(torch.ones(2), (2 * WORLD,), validate=False),
+        1,
+        0,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_call_is_checked_by_default_in_one_small_gather(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    call, gathers, all_reduces = CALLS[name]
+    counts = _counted(monkeypatch)
+    call()
+    assert (_gathers(counts), counts.get("all_reduce", 0)) == (gathers, all_reduces), counts
+
+
+def test_a_small_all_reduce_in_the_check_is_the_sum_in_place(dist_info: DistributedInfo) -> None:
+    mine = torch.arange(4.0).reshape(2, 2) + dist_info.rank
+    view = mine.t()  # not contiguous: reduced through a copy, written back
+    result = all_reduce_tensors(view)
+    assert result is view
+    want = torch.stack([torch.arange(4.0).reshape(2, 2).t() + r for r in range(WORLD)]).sum(0)
+    assert torch.equal(mine.t(), want)
+
+
+def test_the_environment_variable_turns_the_check_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = _counted(monkeypatch)
+    monkeypatch.setenv(VALIDATE_ENV_VAR, "0")
+    all_reduce_tensors(torch.ones(2))
+    gather_into_tensor(torch.ones(2), (2 * WORLD,))
+    assert (_gathers(counts), counts.get("all_reduce", 0)) == (1, 1), counts
+
+
+def test_the_checked_barrier_on_gloo_is_the_check_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = _counted(monkeypatch)
+    safe_barrier()
+    assert (_gathers(counts), counts.get("barrier", 0)) == (1, 0), counts
+    safe_barrier(validate=False)
+    assert counts.get("barrier", 0) == 1, counts

@@ -6,7 +6,7 @@ Hierarchy::
     ├── CollectiveArgumentError         wrong on this rank (size, empty list, AVG of
     │                                   integers, overlapping memory, async_op, a
     │                                   barrier timeout that is not positive)
-    ├── CollectiveMismatchError         ranks disagree on the call (validation mode and
+    ├── CollectiveMismatchError         ranks disagree on the call (the default check and
     │                                   gather_uneven); the same error on every rank
     ├── ValidationSettingError          HELIOS_VALIDATE_COLLECTIVES is neither on nor off
     └── SizeSpecError                   (private) a --sizes value of the main job that
@@ -38,10 +38,10 @@ __all__ = [
 class CollectiveArgumentError(ValueError):
     """The arguments of a collective are wrong on this rank; nothing was communicated.
 
-    In validation mode the same error is raised on every rank after the ranks exchanged
-    descriptions of their calls (all ranks then passed the same wrong arguments);
-    otherwise it is raised before any communication, on the ranks whose arguments are
-    wrong.
+    With the check on (the default) the same error is raised on every rank after the
+    ranks exchanged descriptions of their calls (all ranks then passed the same wrong
+    arguments); otherwise it is raised before any communication, on the ranks whose
+    arguments are wrong.
 
     Attributes:
         helios_peer_failure: True where this rank raises it because another rank's

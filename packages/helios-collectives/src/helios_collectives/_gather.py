@@ -15,7 +15,7 @@ from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import require_group
 from helios_collectives._torch_api import all_gather_flat
 from helios_collectives._validation import Description, describe_tensors, run_with_problem
-from helios_collectives._validation_switch import validation_enabled, validation_surely_off
+from helios_collectives._validation_switch import validation_enabled
 
 __all__ = ["UnevenGather", "gather_into_tensor", "gather_uneven"]
 
@@ -86,9 +86,9 @@ def gather_into_tensor(
         size: Shape of the result; its element count must be
             ``world_size * tensor.numel()``.
         group: Process group to gather over; None selects the default group.
-        validate: Exchange a description of the call first and raise on every rank
-            when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
-            that variable.
+        validate: Check first that every rank makes the same call (one all-gather of
+            128 bytes per rank). None (the default) reads
+            ``HELIOS_VALIDATE_COLLECTIVES``, on when unset; False skips the check.
         out: A preallocated result to gather into (a loop that gathers the same shape
             again and again allocates nothing): contiguous, of shape ``size``, with the
             input's dtype and device. Checked before anything is sent.
@@ -103,8 +103,8 @@ def gather_into_tensor(
         CollectiveArgumentError: ``size`` holds a negative number (a ``ValueError``,
             raised before any communication), or has the wrong element count, or ``out``
             differs from the result in shape, dtype or device or is not contiguous (raised
-            before any communication unless in validation mode).
-        CollectiveMismatchError: In validation mode, the ranks' calls differ (a
+            before any communication when the check is off, else on every rank after it).
+        CollectiveMismatchError: The ranks' calls differ (a
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or ``size`` is not a tuple of ints.
 
@@ -128,7 +128,7 @@ def gather_into_tensor(
         problem = _size_problem(tensor, shape, world)
     elif out is not None:
         problem = _out_problem(out, tensor, shape)
-    if not validation_surely_off(validate) and validation_enabled(validate):
+    if validation_enabled(validate) and world > 1:
         fields = (*describe_tensors([tensor], is_list=False), ("size", str(shape)))
         run_with_problem(Description("gather_into_tensor", fields), problem, pg)
     elif problem is not None:

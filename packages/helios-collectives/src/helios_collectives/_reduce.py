@@ -9,9 +9,15 @@ import torch.distributed as dist
 
 from helios_collectives._checks import check_tensor, overlap_problem, positions
 from helios_collectives._errors import CollectiveArgumentError
-from helios_collectives._group import backend_of, require_group
-from helios_collectives._validation import Description, describe_tensors, run_with_problem
-from helios_collectives._validation_switch import validation_enabled, validation_surely_off
+from helios_collectives._group import backend_of, control_device, require_group
+from helios_collectives._small import fits, reduce_rows
+from helios_collectives._validation import (
+    Description,
+    describe_tensors,
+    exchange,
+    run_with_problem,
+)
+from helios_collectives._validation_switch import validation_enabled
 
 __all__ = ["all_reduce_tensors"]
 
@@ -100,8 +106,13 @@ def all_reduce_tensors(
 ) -> torch.Tensor:
     """Reduce tensors across all processes so all have the same value.
 
-    Exactly one ``torch.distributed.all_reduce`` runs per call (plus one small
-    exchange of each rank's description of the call in validation mode).
+    Every rank first checks that all ranks make the same call (dtype, device type,
+    shape, reduce op, and the call's number on the group), and every rank raises the
+    same :class:`CollectiveMismatchError` when they do not, before any data moves.
+    Small calls (up to 104 bytes: a loss, a few metrics) ride inside that check, so
+    they cost one collective; larger ones add one all-gather of 128 bytes per rank to
+    their one ``torch.distributed.all_reduce``. With one rank nothing is checked, and
+    ``validate=False`` skips the check.
 
     The rule: the result is reduced where torch would reduce it, and returned. A single
     tensor is reduced in place, as ``torch.distributed.all_reduce`` does (clone it
@@ -127,9 +138,9 @@ def all_reduce_tensors(
         op: The reduction, such as ``ReduceOp.AVG``; ``ReduceOp.SUM`` when None.
         group: The process group; the default group when None.
         async_op: Only False: the reduced tensor is returned, not a handle.
-        validate: Exchange a description of the call first and raise on every rank
-            when the ranks disagree (see ``HELIOS_VALIDATE_COLLECTIVES``). None reads
-            that variable.
+        validate: Check first that every rank makes the same call. None (the default)
+            reads ``HELIOS_VALIDATE_COLLECTIVES``, on when unset; False skips the
+            check, for a hot loop that cannot afford it.
 
     Returns:
         The reduced tensor: ``tensor`` itself for a single tensor, else a new 1-D
@@ -141,9 +152,9 @@ def all_reduce_tensors(
         CollectiveArgumentError: The list is empty or mixes dtypes or devices,
             ``op=ReduceOp.AVG`` is asked of integers, or the tensor's elements overlap
             in memory (a ``ValueError``, raised before any communication, or on every
-            rank after the exchange in validation mode); or ``async_op=True`` (raised
+            rank after the check); or ``async_op=True`` (raised
             before anything is sent, in every mode).
-        CollectiveMismatchError: In validation mode, the ranks' calls differ (a
+        CollectiveMismatchError: The ranks' calls differ (a
             ``ValueError``, raised on every rank).
         TypeError: ``tensor`` is not a tensor or list of tensors, or ``group`` is not
             a process group.
@@ -167,26 +178,34 @@ def all_reduce_tensors(
         and _AVAILABLE
         and dist.is_initialized()
         and tensor.is_contiguous()
-        and validation_surely_off(validate)
+        and (validate is False or dist.get_world_size() == 1)
     ):
-        # The common call: one contiguous tensor, default group and op, no validation.
-        # Nothing can be wrong with it that torch would not report itself.
+        # The common unchecked call: one contiguous tensor, default group and op, and
+        # the check off or nothing to compare (one rank). Nothing can be wrong with it
+        # that torch would not report itself.
+        if validate is not False:
+            validation_enabled(validate)  # a bad setting is an error on one rank too
         dist.all_reduce(tensor)
         return tensor
     _refuse_async(async_op)
     tensors, is_list = _as_tensors(tensor)
     pg = require_group("all_reduce_tensors", group)
     problem = _problem(tensors, is_list, op)
-    if validation_enabled(validate):
-        fields = (*describe_tensors(tensors, is_list=is_list), ("reduce op", _op_text(op)))
-        run_with_problem(Description("all_reduce_tensors", fields), problem, pg)
-    elif problem is not None:
+    checked = validation_enabled(validate) and pg.size() > 1
+    if problem is not None:
+        if checked:
+            run_with_problem(_describe(tensors, is_list, op), problem, pg)  # raises
         raise CollectiveArgumentError(problem)
-
     if is_list:
         work = torch.cat([t.reshape(-1) for t in tensors])
     else:
         work = tensors[0] if tensors[0].is_contiguous() else tensors[0].contiguous()
+    if checked:
+        reduced = _check(_describe(tensors, is_list, op), work, _op_text(op), pg)
+        if reduced is not None:
+            # The data rode in the check: the all-reduce is made.
+            work.copy_(reduced.view(work.shape))
+            return _result(work, tensors, is_list)
     emulate_avg = (
         op is not None
         and op == _AVG
@@ -195,6 +214,36 @@ def all_reduce_tensors(
     dist.all_reduce(work, op=_SUM if emulate_avg or op is None else op, group=pg)
     if emulate_avg:
         work.div_(pg.size())
+    return _result(work, tensors, is_list)
+
+
+def _describe(
+    tensors: Sequence[torch.Tensor],
+    is_list: bool,
+    op: dist.ReduceOp | dist.ReduceOp.RedOpType | None,
+) -> Description:
+    fields = (*describe_tensors(tensors, is_list=is_list), ("reduce op", _op_text(op)))
+    return Description("all_reduce_tensors", fields)
+
+
+def _check(
+    description: Description, work: torch.Tensor, op: str, pg: dist.ProcessGroup
+) -> torch.Tensor | None:
+    """Check that every rank makes this call; a small ``work`` is reduced in the check.
+
+    Returns:
+        The reduced values (1-D, on the group's control device) when ``work`` rode in
+        the check, else None: the caller makes the all-reduce.
+    """
+    if not fits(work, op, control_device(pg)):
+        exchange(description, pg)
+        return None
+    payloads = exchange(description, pg, payload=work).payloads
+    assert payloads is not None  # a payload was given
+    return reduce_rows(payloads, work, op)
+
+
+def _result(work: torch.Tensor, tensors: Sequence[torch.Tensor], is_list: bool) -> torch.Tensor:
     if is_list:
         return work
     if work is not tensors[0]:

@@ -14,7 +14,7 @@ from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import backend_of, require_group
 from helios_collectives._torch_api import BARRIER_TAKES_TIMEOUT
 from helios_collectives._validation import Description, exchange
-from helios_collectives._validation_switch import validation_enabled, validation_surely_off
+from helios_collectives._validation_switch import validation_enabled
 
 __all__ = ["safe_barrier"]
 
@@ -45,13 +45,13 @@ def safe_barrier(
         timeout: Seconds, or a ``timedelta``, for torch's own barrier (torch 2.12 and
             later); the group's timeout when None. :func:`barrier` takes a timeout on
             every torch, and names the ranks that did not arrive.
-        validate: Exchange a description of the call first and raise on every rank
-            when the ranks are not all in a barrier (see
-            ``HELIOS_VALIDATE_COLLECTIVES``). None reads that variable.
+        validate: Check first that every rank is in this barrier; on gloo the check
+            is the barrier. None (the default) reads ``HELIOS_VALIDATE_COLLECTIVES``,
+            on when unset; False skips the check.
 
     Raises:
-        CollectiveMismatchError: In validation mode, some ranks are in another
-            collective (a ``ValueError``, raised on every rank).
+        CollectiveMismatchError: Some ranks are in another helios collective (a
+            ``ValueError``, raised on every rank).
         CollectiveArgumentError: ``async_op=True`` was given, ``timeout`` on a torch
             older than 2.12, or a ``timeout`` that is not positive (a ``ValueError``,
             raised before anything is sent).
@@ -75,13 +75,18 @@ def safe_barrier(
     if not (_AVAILABLE and dist.is_initialized()):
         return
     plain = group is None and device_ids is None and limit is None
-    if plain and not _cuda_available() and validation_surely_off(validate):
-        # The common call without CUDA: no nccl device to name, nothing to validate.
+    checked = validation_enabled(validate)
+    if plain and not _cuda_available() and not (checked and dist.get_world_size() > 1):
+        # The common unchecked call without CUDA: no nccl device to name.
         dist.barrier()
         return
     pg = require_group("safe_barrier", group)
-    if not validation_surely_off(validate) and validation_enabled(validate):
+    if checked and pg.size() > 1:
         exchange(Description("safe_barrier"), pg)
+        if limit is None and device_ids is None and not _uses_nccl(pg):
+            # No rank leaves an all-gather before every rank has entered it: the check
+            # was the barrier.
+            return
     options: dict[str, Any] = {} if limit is None else {"timeout": limit}
     if device_ids is not None or _uses_nccl(pg):
         options["device_ids"] = [torch.cuda.current_device()] if device_ids is None else device_ids

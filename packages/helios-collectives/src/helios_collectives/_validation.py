@@ -1,21 +1,22 @@
-"""Validation mode: every rank describes its call in text, and the ranks compare first.
+"""The check: every rank describes its call, and the ranks compare before data moves.
 
 Each rank writes what it is about to do as named fields (``operation``, ``call``,
-``dtype``, ``shape``...) in ASCII into a buffer of :data:`_WIDTH` bytes. One
-all-gather of those buffers lets every rank read every call and raise the same
-:class:`CollectiveMismatchError` when they differ, instead of aborting or returning
-garbage in the real collective. The text is the message: nothing is encoded that has
-to be decoded back.
+``dtype``, ``shape``...) in ASCII. A digest of that text travels first, in a slot of
+fixed size that can also carry a small call's data; only when the digests differ do the
+ranks gather the whole texts (:data:`_WIDTH` bytes each), so that every rank reads every
+call and raises the same :class:`CollectiveMismatchError`, instead of aborting or
+returning garbage in the real collective. The text is the message: nothing is encoded
+that has to be decoded back.
 
-Calls are numbered per group, and only calls that exchange a description count, so
-the bookkeeping costs nothing while validation mode is off (whether it is on is
-decided in ``_validation_switch``).
+Calls are numbered per group, and only calls that are checked count (whether a call is
+checked is decided in ``_validation_switch``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import struct
 import weakref
 import zlib
 from collections import Counter
@@ -32,6 +33,8 @@ from helios_collectives._group import control_device, global_ranks
 from helios_collectives._torch_api import all_gather_flat
 
 __all__ = [
+    "PAYLOAD_LIMIT",
+    "Agreed",
     "Description",
     "describe_tensors",
     "exchange",
@@ -46,8 +49,8 @@ _FREE = frozenset({"rows"})  # fields that may differ between ranks
 _NOT_OURS = "not a helios_collectives call (another collective ran there)"
 _OTHER_CALL = "a helios_collectives call"
 _MASK = (1 << 64) - 1
-# The first word of every fingerprint: "helios" and the protocol's version, 3.
-_FINGERPRINT = 0x68656C696F730003
+# The first word of every fingerprint: "helios" and the protocol's version, 4.
+_FINGERPRINT = 0x68656C696F730004
 
 _CALLS: weakref.WeakKeyDictionary[dist.ProcessGroup, int] = weakref.WeakKeyDictionary()
 
@@ -229,25 +232,54 @@ def check_agreement(
     )
 
 
+PAYLOAD_LIMIT = 104
+"""Bytes of a call's data that ride in its fingerprint's slot (26 float32 values): a small
+all-reduce is checked and made in one collective (:mod:`helios_collectives._small`)."""
+_HEAD = struct.Struct("=3q")  # marker, digest, rows: int64 in the machine's order
+_SLOT = _HEAD.size + PAYLOAD_LIMIT  # bytes per rank in the first all-gather of a check
+
+
+@dataclass(frozen=True, slots=True)
+class Agreed:
+    """What the ranks agreed on.
+
+    Attributes:
+        rows: Every rank's ``rows``, in group-rank order (-1 for a call without them).
+        payloads: Every rank's payload, one row of bytes per rank in group-rank order,
+            on the control device; None when no payload rode along.
+    """
+
+    rows: list[int]
+    payloads: torch.Tensor | None = None
+
+
 def exchange(
-    description: Description, group: dist.ProcessGroup, problem: str | None = None
-) -> list[int]:
+    description: Description,
+    group: dist.ProcessGroup,
+    problem: str | None = None,
+    payload: torch.Tensor | None = None,
+) -> Agreed:
     """Share this call's description with every rank and check that all agree.
 
-    One all-gather of a fingerprint, 24 bytes per rank (a marker, a digest of the
-    description, and ``rows``); only when the ranks disagree, a second all-gather of
-    the whole descriptions (:data:`_WIDTH` bytes per rank), so that every rank can say
-    how they differ. Every rank sees the same fingerprints, so all take the second step
-    or none does; where a rank's fingerprint is not one (another collective ran there),
-    none does, and that rank is named.
+    One all-gather of a fixed slot, :data:`_SLOT` bytes per rank: a fingerprint (a
+    marker, a digest of the description, and ``rows``) and, for a small call, the
+    call's data (``payload``). Only when the ranks disagree, a second all-gather of the
+    whole descriptions (:data:`_WIDTH` bytes per rank), so that every rank can say how
+    they differ. Every rank sees the same fingerprints, so all take the second step or
+    none does; where a rank's fingerprint is not one (another collective ran there),
+    none does, and that rank is named. The slot has the same size for every call, so
+    ranks whose calls differ in size still meet in the same all-gather.
 
     Args:
         description: This rank's call.
         group: The group the collective runs on.
         problem: This rank's argument problem, which travels with the description.
+        payload: A contiguous tensor of at most :data:`PAYLOAD_LIMIT` bytes on the
+            control device, whose bytes every rank receives; its size must follow
+            from the description, so that ranks that agree send the same size.
 
     Returns:
-        Every rank's ``rows``, in group-rank order (-1 for a call without them).
+        Every rank's ``rows`` and, with ``payload``, every rank's payload.
 
     Raises:
         CollectiveMismatchError: The calls differ; raised on every rank.
@@ -257,16 +289,21 @@ def exchange(
     device = control_device(group)
     digest = description.digest(number, problem)
     rows = -1 if description.rows is None else description.rows
-    local = torch.tensor([_FINGERPRINT, digest, rows], dtype=torch.int64)
+    local = _slot(_HEAD.pack(_FINGERPRINT, digest, rows), payload, device)
     # Zeros: a slot that another collective left unwritten reads as "not ours" on every
     # rank, never as a stale fingerprint that would send only some ranks to step two.
-    gathered = torch.zeros(group.size() * 3, dtype=torch.int64, device=device)
-    all_gather_flat(gathered, local.to(device), group)
-    words = gathered.tolist()
-    markers, digests, all_rows = words[0::3], words[1::3], words[2::3]
-    ours = [marker == _FINGERPRINT for marker in markers]
-    if all(ours) and all(other == digest for other in digests):
-        return cast("list[int]", all_rows)
+    size = group.size()
+    gathered = torch.zeros(size * _SLOT, dtype=torch.uint8, device=device)
+    all_gather_flat(gathered, local, group)
+    slots = gathered.view(size, _SLOT)
+    heads = _host_bytes(slots[:, : _HEAD.size])
+    words = [_HEAD.unpack_from(heads, i * _HEAD.size) for i in range(size)]
+    ours = [marker == _FINGERPRINT for marker, _, _ in words]
+    if all(ours) and all(other == digest for _, other, _ in words):
+        if payload is None:
+            return Agreed([r for _, _, r in words])
+        nbytes = payload.numel() * payload.element_size()
+        return Agreed([r for _, _, r in words], slots[:, _HEAD.size : _HEAD.size + nbytes])
     calls: list[dict[str, str] | None]
     if all(ours):
         calls = _exchange_descriptions(description.encode(number, problem), group, device)
@@ -275,7 +312,7 @@ def exchange(
         # same on every rank (each helios call by its fingerprint).
         calls = [
             {"operation": _OTHER_CALL, "fingerprint": f"{other & _MASK:016x}"} if mine else None
-            for mine, other in zip(ours, digests, strict=True)
+            for mine, (_, other, _) in zip(ours, words, strict=True)
         ]
     check_agreement(description.operation, calls, global_ranks(group))
     # Unreachable: fingerprints differ only where the descriptions do.
@@ -283,6 +320,25 @@ def exchange(
     raise CollectiveMismatchError(
         message, operation=description.operation, disagreeing_ranks=(), differences={}
     )
+
+
+def _slot(head: bytes, payload: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    """This rank's slot: the fingerprint, then the payload's bytes, zero-padded."""
+    if payload is None or payload.device.type == "cpu":
+        data = head if payload is None else head + _host_bytes(payload)
+        local = torch.frombuffer(bytearray(data.ljust(_SLOT, b"\0")), dtype=torch.uint8)
+        return local if device.type == "cpu" else local.to(device)
+    local = torch.zeros(_SLOT, dtype=torch.uint8, device=device)
+    local[: len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8).to(device)
+    flat = payload.reshape(-1).view(torch.uint8)
+    local[len(head) : len(head) + flat.numel()] = flat
+    return local
+
+
+def _host_bytes(tensor: torch.Tensor) -> bytes:
+    """A tensor's bytes, in one copy (through the host for a device tensor)."""
+    host = tensor.contiguous().cpu()
+    return ctypes.string_at(host.data_ptr(), host.numel() * host.element_size())
 
 
 def _exchange_descriptions(
@@ -317,7 +373,7 @@ def run_with_problem(
         CollectiveMismatchError: The calls differ.
         CollectiveArgumentError: Every rank has the same argument problem.
     """
-    calls = exchange(description, group, problem)
+    agreed = exchange(description, group, problem)
     if problem is not None:
         raise CollectiveArgumentError(problem)
-    return calls
+    return agreed.rows

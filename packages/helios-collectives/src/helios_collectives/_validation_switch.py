@@ -1,7 +1,7 @@
-"""Validation mode's switch: whether a call describes itself to the other ranks first.
+"""The check's switch: whether a call describes itself to the other ranks first.
 
-A call's ``validate`` decides; None reads ``HELIOS_VALIDATE_COLLECTIVES``, as cheaply as
-an unset variable allows, since every collective asks.
+A call's ``validate`` decides; None reads ``HELIOS_VALIDATE_COLLECTIVES`` (on when unset),
+as cheaply as an unset variable allows, since every collective asks.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import cast
 from helios_collectives._errors import ValidationSettingError
 from helios_env.integration import switch
 
-__all__ = ["VALIDATE_ENV_VAR", "validation_enabled", "validation_surely_off"]
+__all__ = ["VALIDATE_ENV_VAR", "validation_enabled"]
 
 VALIDATE_ENV_VAR = "HELIOS_VALIDATE_COLLECTIVES"
-"""Environment variable that turns validation mode on (``1``) for every call."""
+"""Environment variable that turns the check off (``0``) or on (``1``, the default) for
+every call that passes no ``validate``."""
 
 
 # os.environ.get raises and catches KeyError twice for an unset variable; the mapping
@@ -34,31 +35,15 @@ def _environment_flag() -> str | None:
     return os.environ.get(VALIDATE_ENV_VAR)
 
 
-def validation_surely_off(validate: bool | None) -> bool:
-    """Tell, as cheaply as possible, that a call runs without validation.
-
-    True when ``validate`` is False, or None with ``HELIOS_VALIDATE_COLLECTIVES``
-    unset; False means :func:`validation_enabled` must decide (and check the value).
-
-    Args:
-        validate: The caller's choice.
-
-    Returns:
-        Whether validation is certainly off.
-    """
-    if validate is None:
-        return _ENVIRON_BYTES is not None and _VALIDATE_KEY not in _ENVIRON_BYTES
-    return validate is False
-
-
 def validation_enabled(validate: bool | None) -> bool:
-    """Decide whether this call runs in validation mode.
+    """Decide whether this call checks first that every rank makes the same call.
 
     Args:
         validate: The caller's choice; None reads ``HELIOS_VALIDATE_COLLECTIVES``.
 
     Returns:
-        True when the descriptions should be exchanged.
+        True when the descriptions should be exchanged: always, unless ``validate`` is
+        False or the variable turns the check off.
 
     Raises:
         TypeError: ``validate`` is neither a bool nor None.
@@ -71,7 +56,9 @@ def validation_enabled(validate: bool | None) -> bool:
             raise TypeError(message)
         return validate
     raw = _environment_flag()
+    if raw is None:
+        return True
     try:
-        return switch(VALIDATE_ENV_VAR, raw, default=False)
+        return switch(VALIDATE_ENV_VAR, raw, default=True)
     except ValueError as exc:
         raise ValidationSettingError(str(exc), value=raw or "") from None
