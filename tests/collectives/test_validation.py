@@ -29,7 +29,7 @@ from tests.collectives.on_ranks import SCENARIOS, all_ranks
 
 WORLD = 3
 LAST = WORLD - 1
-SLOT = 24 + PAYLOAD_LIMIT  # bytes per rank in a check's all-gather
+SLOT = 32 + PAYLOAD_LIMIT  # bytes per rank in a check's all-gather
 pytestmark = pytest.mark.ranks(WORLD, timeout=60, group_timeout=GROUP_TIMEOUT)
 
 
@@ -144,16 +144,16 @@ def _gathers(counts: Counts) -> int:
 
 CALLS: dict[str, tuple[Callable[[], object], int, int]] = {
     # What each call makes: (the call, all-gathers, all-reduces).
-    # 104 bytes ride in the check: one collective in all.
-    "26 float32": (lambda: all_reduce_tensors(torch.ones(26)), 1, 0),
+    # 96 bytes ride in the check: one collective in all.
+    "24 float32": (lambda: all_reduce_tensors(torch.ones(24)), 1, 0),
     "a list": (lambda: all_reduce_tensors([torch.ones(2), torch.tensor(1.0)]), 1, 0),
     "MAX of int64": (
         lambda: all_reduce_tensors(torch.ones(2, dtype=torch.int64), op=ReduceOp.MAX),
         1,
         0,
     ),
-    # 108 bytes do not: the check, then the all-reduce.
-    "27 float32": (lambda: all_reduce_tensors(torch.ones(27)), 1, 1),
+    # 100 bytes do not: the check, then the all-reduce.
+    "25 float32": (lambda: all_reduce_tensors(torch.ones(25)), 1, 1),
     "unchecked": (lambda: all_reduce_tensors(torch.ones(2), validate=False), 0, 1),
     "gather": (lambda: gather_into_tensor(torch.ones(2), (2 * WORLD,)), 2, 0),
     "unchecked gather": (
@@ -197,3 +197,9 @@ def test_the_checked_barrier_on_gloo_is_the_check_alone(monkeypatch: pytest.Monk
     assert (_gathers(counts), counts.get("barrier", 0)) == (1, 0), counts
     safe_barrier(validate=False)
     assert counts.get("barrier", 0) == 1, counts
+
+
+def test_a_complex_all_reduce_in_the_check_reads_its_rows_in_place() -> None:
+    # complex128 needs 16-byte alignment: the payload starts 32 bytes into each slot.
+    result = all_reduce_tensors(torch.full((3,), 1 + 2j, dtype=torch.complex128))
+    assert result.tolist() == [WORLD * (1 + 2j)] * 3

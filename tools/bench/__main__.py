@@ -27,6 +27,7 @@ CASES: dict[str, Callable[[], Measured]] = {
     "gating": single.gating,
     "call-instructions": single.instructions,
     "collectives": partial(ranks.on_ranks, "collectives", 2),
+    "check": partial(ranks.on_ranks, "check", 2, 8),
     "hostlist": single.hostlists,
     "ranks": ranks.plugin,
     "busbw": busbw.run,

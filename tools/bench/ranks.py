@@ -39,6 +39,7 @@ from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
 __all__ = [
     "on_ranks",
     "on_ranks_agreement",
+    "on_ranks_check",
     "on_ranks_collectives",
     "on_ranks_preemption",
     "on_ranks_scale",
@@ -152,8 +153,8 @@ def _as_objects(t: torch.Tensor) -> torch.Tensor:
 
 
 def on_ranks_collectives(out: Path) -> None:
-    """Two ranks: coalescing, the uneven gather and validation; rank 0 writes the rows."""
-    tensors, small = [torch.rand(16) for _ in range(64)], torch.rand(16)
+    """Two ranks: coalescing, the uneven gather, objects and dicts; rank 0 writes the rows."""
+    tensors = [torch.rand(16) for _ in range(64)]
 
     def loop() -> None:
         for t in tensors:
@@ -193,12 +194,31 @@ def on_ranks_collectives(out: Path) -> None:
     timed = _timed(partial(all_reduce_dict, metrics), each, number=50, repeat=9)
     rows.append(faster("a dict of 8 metrics", "all_reduce_dict", "8 x dist.all_reduce", timed,
                        goal=">= 1"))  # fmt: skip
-    checked, plain = (partial(all_reduce_tensors, small, validate=v) for v in (True, False))
-    measured, case = _timed(checked, plain, number=100, repeat=9), "validation mode cost"
-    names = ("all_reduce_tensors(validate=True)", "all_reduce_tensors(validate=False)")
-    rows.append(row(f"{case}, all-reduce of 16 floats", *names, measured))
     if dist.get_rank() == 0:
         out.joinpath("2.json").write_text(json.dumps([asdict(r) for r in rows]))
+
+
+def on_ranks_check(out: Path) -> None:
+    """One world size: ``all_reduce_tensors`` with its default check (every rank makes the
+    same call) against ``dist.all_reduce`` of the same tensor; rank 0 writes the rows."""
+    world, rows = dist.get_world_size(), []
+    at = f"the default check, {world} ranks: "
+    ours, theirs = "all_reduce_tensors", "dist.all_reduce"
+    for label, elements, number, repeat, goal in (
+        ("1 element", 1, 100, 21, "<= 1.3"),
+        ("1 MiB", 2**18, 5, 11, "<= 1.03"),
+        ("16 MiB", 2**22, 1, 7, "<= 1.03"),
+    ):
+        t = torch.rand(elements)
+        measured = _timed(partial(all_reduce_tensors, t), partial(dist.all_reduce, t),
+                          number=number, repeat=repeat)  # fmt: skip
+        rows.append(row(f"{at}all-reduce of {label}", ours, theirs, measured, goal=goal,
+                        headline=elements == 1))  # fmt: skip
+    unchecked = partial(all_reduce_tensors, torch.rand(1), validate=False)
+    measured = _timed(unchecked, partial(dist.all_reduce, torch.rand(1)), number=100, repeat=21)
+    rows.append(row(f"{at}all-reduce of 1 element", f"{ours}(validate=False)", theirs, measured))
+    if dist.get_rank() == 0:
+        out.joinpath(f"{world}.json").write_text(json.dumps([asdict(r) for r in rows]))
 
 
 def on_ranks_scale(out: Path) -> None:

@@ -9,13 +9,14 @@ import torch.distributed as dist
 
 from helios_collectives._checks import check_tensor, overlap_problem, positions
 from helios_collectives._errors import CollectiveArgumentError
-from helios_collectives._group import backend_of, control_device, require_group
+from helios_collectives._group import backend_of, require_group
 from helios_collectives._small import fits, reduce_rows
 from helios_collectives._validation import (
     Description,
     describe_tensors,
     exchange,
     run_with_problem,
+    slot_device,
 )
 from helios_collectives._validation_switch import validation_enabled
 
@@ -109,7 +110,7 @@ def all_reduce_tensors(
     Every rank first checks that all ranks make the same call (dtype, device type,
     shape, reduce op, and the call's number on the group), and every rank raises the
     same :class:`CollectiveMismatchError` when they do not, before any data moves.
-    Small calls (up to 104 bytes: a loss, a few metrics) ride inside that check, so
+    Small calls (up to 96 bytes: a loss, a few metrics) ride inside that check, so
     they cost one collective; larger ones add one all-gather of 128 bytes per rank to
     their one ``torch.distributed.all_reduce``. With one rank nothing is checked, and
     ``validate=False`` skips the check.
@@ -200,12 +201,9 @@ def all_reduce_tensors(
         work = torch.cat([t.reshape(-1) for t in tensors])
     else:
         work = tensors[0] if tensors[0].is_contiguous() else tensors[0].contiguous()
-    if checked:
-        reduced = _check(_describe(tensors, is_list, op), work, _op_text(op), pg)
-        if reduced is not None:
-            # The data rode in the check: the all-reduce is made.
-            work.copy_(reduced.view(work.shape))
-            return _result(work, tensors, is_list)
+    if checked and _check(_describe(tensors, is_list, op), work, _op_text(op), pg):
+        # The data rode in the check: the all-reduce is made.
+        return _result(work, tensors, is_list)
     emulate_avg = (
         op is not None
         and op == _AVG
@@ -226,21 +224,20 @@ def _describe(
     return Description("all_reduce_tensors", fields)
 
 
-def _check(
-    description: Description, work: torch.Tensor, op: str, pg: dist.ProcessGroup
-) -> torch.Tensor | None:
+def _check(description: Description, work: torch.Tensor, op: str, pg: dist.ProcessGroup) -> bool:
     """Check that every rank makes this call; a small ``work`` is reduced in the check.
 
     Returns:
-        The reduced values (1-D, on the group's control device) when ``work`` rode in
-        the check, else None: the caller makes the all-reduce.
+        True when ``work`` rode in the check and holds the result; False when the
+        caller still has to make the all-reduce.
     """
-    if not fits(work, op, control_device(pg)):
+    if not fits(work, op, slot_device(pg)):
         exchange(description, pg)
-        return None
+        return False
     payloads = exchange(description, pg, payload=work).payloads
     assert payloads is not None  # a payload was given
-    return reduce_rows(payloads, work, op)
+    reduce_rows(payloads, work, op)
+    return True
 
 
 def _result(work: torch.Tensor, tensors: Sequence[torch.Tensor], is_list: bool) -> torch.Tensor:

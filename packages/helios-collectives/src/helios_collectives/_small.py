@@ -50,25 +50,30 @@ def fits(work: torch.Tensor, op: str, control: torch.device) -> bool:
     return op in _BITWISE and not (dtype.is_floating_point or dtype.is_complex)
 
 
-def reduce_rows(rows: torch.Tensor, like: torch.Tensor, op: str) -> torch.Tensor:
-    """Reduce every rank's bytes, read as ``like``'s dtype, with ``op``.
+def reduce_rows(rows: torch.Tensor, work: torch.Tensor, op: str) -> None:
+    """Reduce every rank's bytes, read as ``work``'s dtype, with ``op``, into ``work``.
 
     Args:
-        rows: One row of bytes per rank, in group-rank order.
-        like: This rank's tensor (its dtype and element count are every rank's).
+        rows: One row of bytes per rank, in group-rank order, each row's start aligned
+            for the dtype (it is read in place).
+        work: This rank's contiguous tensor, overwritten with the result (its dtype and
+            element count are every rank's).
         op: The reduce op's name, one that :func:`fits` accepted.
-
-    Returns:
-        A new 1-D tensor of ``like.numel()`` elements on the rows' device.
     """
-    values = rows.contiguous().view(like.dtype).view(rows.shape[0], like.numel())
+    values = rows.view(work.dtype)
+    if values.device != work.device:
+        values = values.to(work.device)
+    out = work.view(-1)
     if op in _BITWISE:
-        return functools.reduce(_BITWISE[op], values.unbind(0))
-    if op == "ReduceOp.MIN":
-        return values.amin(0)
-    if op == "ReduceOp.MAX":
-        return values.amax(0)
-    if op == "ReduceOp.PRODUCT":
-        return values.prod(0, dtype=like.dtype)
-    total = values.sum(0, dtype=like.dtype)
-    return total.div_(rows.shape[0]) if op == "ReduceOp.AVG" else total
+        combine = _BITWISE[op]
+        out.copy_(functools.reduce(combine, values.unbind(0)))
+    elif op == "ReduceOp.MIN":
+        torch.amin(values, 0, out=out)
+    elif op == "ReduceOp.MAX":
+        torch.amax(values, 0, out=out)
+    elif op == "ReduceOp.PRODUCT":
+        torch.prod(values, 0, dtype=work.dtype, out=out)
+    else:
+        torch.sum(values, 0, dtype=work.dtype, out=out)
+        if op == "ReduceOp.AVG":
+            out.div_(rows.shape[0])

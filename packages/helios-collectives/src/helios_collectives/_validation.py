@@ -15,6 +15,7 @@ checked is decided in ``_validation_switch``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import struct
 import weakref
@@ -39,6 +40,7 @@ __all__ = [
     "describe_tensors",
     "exchange",
     "run_with_problem",
+    "slot_device",
 ]
 
 _WIDTH = 512  # bytes per rank: 9 fields of at most 48 characters and their names fit
@@ -148,7 +150,7 @@ class Description:
         Returns:
             The digest, as a signed 64-bit integer.
         """
-        raw = self._text(number, problem).encode("ascii")
+        raw = _digested_text(self, problem) + b"%d" % number
         return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True)
 
     def _fields(self, number: int, problem: str | None) -> list[tuple[str, str]]:
@@ -162,6 +164,15 @@ class Description:
     def _text(self, number: int, problem: str | None) -> str:
         fields = self._fields(number, problem)
         return _RECORD.join([_MAGIC, *(f"{name}{_UNIT}{_shorten(v)}" for name, v in fields)])
+
+
+@functools.lru_cache(maxsize=256)
+def _digested_text(description: Description, problem: str | None) -> bytes:
+    """What a digest covers but the call number, which is appended to it.
+
+    A loop that makes the same call again and again builds its text once.
+    """
+    return description._text(0, problem).encode("ascii")
 
 
 def _decode(raw: bytes) -> dict[str, str] | None:
@@ -232,10 +243,12 @@ def check_agreement(
     )
 
 
-PAYLOAD_LIMIT = 104
-"""Bytes of a call's data that ride in its fingerprint's slot (26 float32 values): a small
+PAYLOAD_LIMIT = 96
+"""Bytes of a call's data that ride in its fingerprint's slot (24 float32 values): a small
 all-reduce is checked and made in one collective (:mod:`helios_collectives._small`)."""
-_HEAD = struct.Struct("=3q")  # marker, digest, rows: int64 in the machine's order
+# Marker, digest, rows: int64 in the machine's order, padded to 32 bytes so that the
+# payload after them can be read in place as any dtype (complex128 included).
+_HEAD = struct.Struct("=3q8x")
 _SLOT = _HEAD.size + PAYLOAD_LIMIT  # bytes per rank in the first all-gather of a check
 
 
@@ -251,6 +264,40 @@ class Agreed:
 
     rows: list[int]
     payloads: torch.Tensor | None = None
+
+
+@dataclass(slots=True)
+class _Slots:
+    """A group's buffers for the check's all-gather, reused by every call."""
+
+    device: torch.device
+    local: torch.Tensor
+    gathered: torch.Tensor
+
+
+_SLOTS: weakref.WeakKeyDictionary[dist.ProcessGroup, _Slots] = weakref.WeakKeyDictionary()
+
+
+def _slots(group: dist.ProcessGroup) -> _Slots:
+    found = _SLOTS.get(group)
+    if found is None:
+        device = control_device(group)
+        local = torch.zeros(_SLOT, dtype=torch.uint8, device=device)
+        gathered = torch.zeros(group.size() * _SLOT, dtype=torch.uint8, device=device)
+        found = _SLOTS[group] = _Slots(device, local, gathered)
+    return found
+
+
+def slot_device(group: dist.ProcessGroup) -> torch.device:
+    """Where the check's all-gather on ``group`` runs (the group's control device).
+
+    Args:
+        group: A live process group.
+
+    Returns:
+        The device, remembered per group.
+    """
+    return _slots(group).device
 
 
 def exchange(
@@ -274,39 +321,45 @@ def exchange(
         description: This rank's call.
         group: The group the collective runs on.
         problem: This rank's argument problem, which travels with the description.
-        payload: A contiguous tensor of at most :data:`PAYLOAD_LIMIT` bytes on the
-            control device, whose bytes every rank receives; its size must follow
-            from the description, so that ranks that agree send the same size.
+        payload: A contiguous tensor of at most :data:`PAYLOAD_LIMIT` bytes, whose
+            bytes every rank receives; its size must follow from the description, so
+            that ranks that agree send the same size.
 
     Returns:
-        Every rank's ``rows`` and, with ``payload``, every rank's payload.
+        Every rank's ``rows`` and, with ``payload``, every rank's payload: a view of
+        the group's reused buffer, valid until its next check.
 
     Raises:
         CollectiveMismatchError: The calls differ; raised on every rank.
     """
     number = _CALLS.get(group, 0) + 1
     _CALLS[group] = number
-    device = control_device(group)
+    slots = _slots(group)
     digest = description.digest(number, problem)
     rows = -1 if description.rows is None else description.rows
-    local = _slot(_HEAD.pack(_FINGERPRINT, digest, rows), payload, device)
+    head = _HEAD.pack(_FINGERPRINT, digest, rows)
+    nbytes = 0 if payload is None else payload.numel() * payload.element_size()
+    _fill(slots, head, payload, nbytes)
     # Zeros: a slot that another collective left unwritten reads as "not ours" on every
     # rank, never as a stale fingerprint that would send only some ranks to step two.
+    slots.gathered.zero_()
+    all_gather_flat(slots.gathered, slots.local, group)
     size = group.size()
-    gathered = torch.zeros(size * _SLOT, dtype=torch.uint8, device=device)
-    all_gather_flat(gathered, local, group)
-    slots = gathered.view(size, _SLOT)
-    heads = _host_bytes(slots[:, : _HEAD.size])
-    words = [_HEAD.unpack_from(heads, i * _HEAD.size) for i in range(size)]
-    ours = [marker == _FINGERPRINT for marker, _, _ in words]
-    if all(ours) and all(other == digest for _, other, _ in words):
+    everyone = _host_bytes(slots.gathered)
+    # The marker and digest: the first 16 bytes of each slot, the same on every rank
+    # that makes this call (rows, after them, may differ).
+    mine = head[:16]
+    if all(everyone[i : i + 16] == mine for i in range(0, size * _SLOT, _SLOT)):
+        rows_of = [_HEAD.unpack_from(everyone, i)[2] for i in range(0, size * _SLOT, _SLOT)]
         if payload is None:
-            return Agreed([r for _, _, r in words])
-        nbytes = payload.numel() * payload.element_size()
-        return Agreed([r for _, _, r in words], slots[:, _HEAD.size : _HEAD.size + nbytes])
+            return Agreed(rows_of)
+        table = slots.gathered.view(size, _SLOT)
+        return Agreed(rows_of, table[:, _HEAD.size : _HEAD.size + nbytes])
+    words = [_HEAD.unpack_from(everyone, i) for i in range(0, size * _SLOT, _SLOT)]
+    ours = [marker == _FINGERPRINT for marker, _, _ in words]
     calls: list[dict[str, str] | None]
     if all(ours):
-        calls = _exchange_descriptions(description.encode(number, problem), group, device)
+        calls = _exchange_descriptions(description.encode(number, problem), group, slots.device)
     else:
         # Those ranks take no second step: say what every rank knows without it, the
         # same on every rank (each helios call by its fingerprint).
@@ -322,23 +375,24 @@ def exchange(
     )
 
 
-def _slot(head: bytes, payload: torch.Tensor | None, device: torch.device) -> torch.Tensor:
-    """This rank's slot: the fingerprint, then the payload's bytes, zero-padded."""
-    if payload is None or payload.device.type == "cpu":
-        data = head if payload is None else head + _host_bytes(payload)
-        local = torch.frombuffer(bytearray(data.ljust(_SLOT, b"\0")), dtype=torch.uint8)
-        return local if device.type == "cpu" else local.to(device)
-    local = torch.zeros(_SLOT, dtype=torch.uint8, device=device)
-    local[: len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8).to(device)
-    flat = payload.reshape(-1).view(torch.uint8)
-    local[len(head) : len(head) + flat.numel()] = flat
-    return local
+def _fill(slots: _Slots, head: bytes, payload: torch.Tensor | None, nbytes: int) -> None:
+    """Write this rank's slot: the fingerprint, then the payload's bytes."""
+    local = slots.local
+    if local.device.type == "cpu":
+        ctypes.memmove(local.data_ptr(), head, len(head))
+        if payload is not None and payload.device.type == "cpu":
+            ctypes.memmove(local.data_ptr() + len(head), payload.data_ptr(), nbytes)
+            return
+    else:
+        local[: len(head)] = torch.frombuffer(bytearray(head), dtype=torch.uint8).to(local.device)
+    if payload is not None:
+        local[len(head) : len(head) + nbytes] = payload.reshape(-1).view(torch.uint8)
 
 
 def _host_bytes(tensor: torch.Tensor) -> bytes:
-    """A tensor's bytes, in one copy (through the host for a device tensor)."""
-    host = tensor.contiguous().cpu()
-    return ctypes.string_at(host.data_ptr(), host.numel() * host.element_size())
+    """A contiguous uint8 tensor's bytes, in one copy (through the host from a device)."""
+    host = tensor if tensor.device.type == "cpu" else tensor.cpu()
+    return ctypes.string_at(host.data_ptr(), host.numel())
 
 
 def _exchange_descriptions(
