@@ -198,6 +198,26 @@ def sequence_mismatch(rank: int, world: int) -> Any:
             _validation._CALLS[world_group] = _validation._CALLS.get(world_group, 0) + 1
 
 
+def last_batch_by_default(rank: int, world: int) -> Any:
+    """The last batch of an epoch is smaller on the last rank; no validate argument."""
+    return all_reduce_tensors(torch.ones(2 if rank == world - 1 else 3))
+
+
+def dtype_by_default(rank: int, world: int) -> Any:
+    return all_reduce_tensors(torch.ones(2, dtype=torch.float64 if rank == 1 else torch.float32))
+
+
+def op_by_default(rank: int, world: int) -> Any:
+    op = dist.ReduceOp.MAX if rank == 1 else dist.ReduceOp.SUM
+    return all_reduce_tensors(torch.ones(4), op=op)
+
+
+def gather_rows_by_default(rank: int, world: int) -> Any:
+    """4 rows on rank 0, 2 on the others, each rank sizing the result by its own rows."""
+    rows = 4 if rank == 0 else 2
+    return gather_into_tensor(torch.ones(rows, 3), (world * rows, 3))
+
+
 def uneven_dtype_mismatch(rank: int, world: int) -> Any:
     dtype = torch.float64 if rank == 1 else torch.float32
     return gather_uneven(torch.ones(rank + 1, 2, dtype=dtype))
@@ -257,6 +277,10 @@ SCENARIOS: dict[str, Callable[[int, int], Any]] = {
         gather_bad_size_everywhere,
         operation_mismatch,
         sequence_mismatch,
+        last_batch_by_default,
+        dtype_by_default,
+        op_by_default,
+        gather_rows_by_default,
         uneven_dtype_mismatch,
         uneven_rest_mismatch,
         uneven_zero_dim_everywhere,

@@ -124,10 +124,22 @@ def test_all_reduce_dict_names_the_keys_and_ranks_that_differ(
     error = raised.value
     assert error.disagreeing_ranks == (1,)
     assert is_peer_failure(error) is (rank != 1)
-    assert error.differences == {"key 'extra'": {"missing": (0, 2), "[3]": (1,)}}
-    assert "key 'extra': missing on ranks [0, 2], [3] on ranks [1]" in str(error)
-    with pytest.raises(CollectiveMismatchError, match=r"key 'w': \[2\] on ranks \[0\]"):
+    want = {"missing": (0, 2), "shape (3,) torch.float32": (1,)}
+    assert error.differences == {"key 'extra'": want}
+    assert "key 'extra': missing on ranks 0, 2; shape (3,) torch.float32 on rank 1" in str(error)
+    with pytest.raises(
+        CollectiveMismatchError, match=r"key 'w': shape \(2,\) torch.float32 on rank 0"
+    ):
         all_reduce_dict({"w": torch.zeros(2 if rank == 0 else 3)})
+    # A scalar's shape reads as (), and a dtype difference names its key.
+    loss = torch.tensor(1.0, dtype=torch.float64 if rank == 2 else torch.float32)
+    with pytest.raises(CollectiveMismatchError) as raised:
+        all_reduce_dict({"loss": loss, "acc": 0.5})
+    assert (
+        "key 'loss': shape () torch.float32 on ranks 0, 1; shape () torch.float64 on rank 2"
+        in str(raised.value)
+    )
+    assert "key 'acc'" not in str(raised.value)
     # Nobody was left waiting: the group goes on.
     assert all_reduce_dict({"w": 1})["w"].item() == 3
 

@@ -71,6 +71,54 @@ def test_ranks_that_disagree_get_a_value_error_on_every_rank(
     assert_the_group_still_works()
 
 
+@pytest.mark.parametrize(
+    ("scenario", "disagreeing", "shown", "fix"),
+    [
+        (
+            "last_batch_by_default",
+            [LAST],
+            "shape: (3,) on ranks 0, 1; (2,) on rank 2",
+            "the tensor's shape differs on rank 2 (a smaller last batch?): pad it",
+        ),
+        (
+            "dtype_by_default",
+            [1],
+            "dtype: torch.float32 on ranks 0, 2; torch.float64 on rank 1",
+            "convert to one dtype on every rank first",
+        ),
+        (
+            "op_by_default",
+            [1],
+            "reduce op: ReduceOp.SUM on ranks 0, 2; ReduceOp.MAX on rank 1",
+            "pass the same op on every rank",
+        ),
+        (
+            "gather_rows_by_default",
+            [0],
+            "shape: (4, 3) on rank 0; (2, 3) on ranks 1, 2",
+            "only dim 0 differs (a smaller last batch?): gather with gather_uneven",
+        ),
+        (
+            "sequence_mismatch",
+            [0],
+            "call number: #",
+            "rank 0 made more or fewer helios collective calls on this group",
+        ),
+    ],
+)
+def test_a_mismatch_says_what_differs_and_one_fix_on_every_rank(
+    dist_info: DistributedInfo, scenario: str, disagreeing: list[int], shown: str, fix: str
+) -> None:
+    message = str(mismatch(scenario, dist_info))
+    assert len(set(all_ranks(message))) == 1, all_ranks(message)
+    assert shown in message
+    assert f"fix: {fix}" in message
+    # Advice written for one rank's tensor would mislead the others: not shown.
+    assert "argument problem" not in message
+    assert f"({'rank' if len(disagreeing) == 1 else 'ranks'} {disagreeing[0]}" in message
+    assert_the_group_still_works()
+
+
 def test_the_mismatch_message_is_the_same_on_every_rank(dist_info: DistributedInfo) -> None:
     message = str(mismatch("reduce_dtype_mismatch", dist_info))
     assert len(set(all_ranks(message))) == 1, all_ranks(message)

@@ -171,15 +171,15 @@ def all_reduce_tensors(
             counts = torch.tensor([3.0, 5.0], device=local_device())
             totals = all_reduce_tensors([loss, counts])  # one collective: [loss, *counts]
     """
+    world = dist.group.WORLD if _AVAILABLE else None  # None before init
     if (
         op is None
         and group is None
         and not async_op
         and type(tensor) is torch.Tensor
-        and _AVAILABLE
-        and dist.is_initialized()
+        and world is not None
         and tensor.is_contiguous()
-        and (validate is False or dist.get_world_size() == 1)
+        and (validate is False or world.size() == 1)
     ):
         # The common unchecked call: one contiguous tensor, default group and op, and
         # the check off or nothing to compare (one rank). Nothing can be wrong with it

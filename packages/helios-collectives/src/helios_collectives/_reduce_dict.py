@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import torch
 import torch.distributed as dist
 
+from helios_collectives._advice import ranks_text
 from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
 from helios_collectives._group import control_device, global_ranks, require_group
 from helios_collectives._objects import gather_objects
@@ -16,7 +17,8 @@ from helios_collectives._torch_api import all_gather_flat
 
 __all__ = ["all_reduce_dict"]
 
-Layout = tuple[tuple[str, tuple[int, ...]], ...]
+Layout = tuple[tuple[str, tuple[int, ...], str], ...]
+"""Each key, in sorted order, with its value's shape and dtype."""
 
 
 def _as_tensor(key: object, value: object) -> torch.Tensor:
@@ -34,42 +36,40 @@ def _as_tensor(key: object, value: object) -> torch.Tensor:
     raise TypeError(message)
 
 
-def _digest(layout: Layout, dtype: torch.dtype) -> int:
-    text = repr((layout, str(dtype))).encode()
+def _digest(layout: Layout) -> int:
+    text = repr(layout).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
 
 
-def _mismatch(layouts: list[tuple[Layout, str]], ranks: list[int]) -> CollectiveMismatchError:
+def _value_text(shape: tuple[int, ...], dtype: str) -> str:
+    """A value as the messages show it: ``()`` for a scalar, ``(2, 3)``, and its dtype."""
+    dims = ", ".join(str(d) for d in shape)
+    return f"shape ({dims}{',' if len(shape) == 1 else ''}) {dtype}"
+
+
+def _mismatch(layouts: list[Layout], ranks: list[int]) -> CollectiveMismatchError:
     """The error every rank raises: what differs between the ranks' dicts, and whose."""
     differences: dict[str, dict[str, tuple[int, ...]]] = {}
-    every = sorted({key for layout, _ in layouts for key, _ in layout})
-    fields = [
-        (
-            f"key {key!r}",
-            [
-                str(list(dict(layout)[key])) if key in dict(layout) else "missing"
-                for layout, _ in layouts
-            ],
-        )
-        for key in every
-    ]
-    fields.append(("dtype", [dtype for _, dtype in layouts]))
-    for field, seen in fields:
-        if len(set(seen)) > 1:
-            by_value: dict[str, list[int]] = {}
-            for rank, value in zip(ranks, seen, strict=True):
-                by_value.setdefault(value, []).append(rank)
-            differences[field] = {value: tuple(who) for value, who in by_value.items()}
+    values = [{key: _value_text(shape, dtype) for key, shape, dtype in lay} for lay in layouts]
+    for key in sorted({key for entry in values for key in entry}):
+        by_value: dict[str, list[int]] = {}
+        for rank, entry in zip(ranks, values, strict=True):
+            by_value.setdefault(entry.get(key, "missing"), []).append(rank)
+        if len(by_value) > 1:
+            differences[f"key {key!r}"] = {value: tuple(who) for value, who in by_value.items()}
     # The most common dict is the reference; ties go to the lowest rank's.
     common = max(layouts, key=lambda entry: (layouts.count(entry), -layouts.index(entry)))
     disagreeing = tuple(r for r, entry in zip(ranks, layouts, strict=True) if entry != common)
-    listed = "; ".join(
-        f"{field}: " + ", ".join(f"{value} on ranks {list(who)}" for value, who in values.items())
-        for field, values in differences.items()
+    listed = "\n".join(
+        f"  {field}: " + "; ".join(f"{value} on {ranks_text(who)}" for value, who in seen.items())
+        for field, seen in differences.items()
     )
     message = (
-        f"all_reduce_dict: the ranks' dicts differ ({listed}); every rank must pass the "
-        "same keys, with values of the same shapes and dtypes"
+        f"all_reduce_dict: the ranks' dicts differ ({ranks_text(disagreeing)} "
+        f"{'differs' if len(disagreeing) == 1 else 'differ'}), so nothing was reduced:\n"
+        f"{listed}\nfix: every rank must pass the same keys, with values of the same "
+        "shapes and dtypes (a metric logged on some ranks only? add it on every rank, "
+        "or leave it out of the dict)"
     )
     return CollectiveMismatchError(
         message,
@@ -137,19 +137,21 @@ def all_reduce_dict(
         dtype = next(iter(values.values())).dtype
         for value in values.values():
             dtype = torch.promote_types(dtype, value.dtype)
-    layout: Layout = tuple(sorted((key, tuple(value.shape)) for key, value in values.items()))
+    layout: Layout = tuple(
+        sorted((key, tuple(value.shape), str(value.dtype)) for key, value in values.items())
+    )
     device = control_device(pg)
-    mine = torch.tensor([_digest(layout, dtype), problem is not None], device=device)
+    mine = torch.tensor([_digest(layout), problem is not None], device=device)
     exchanged = torch.empty(2 * pg.size(), dtype=torch.int64, device=device)
     all_gather_flat(exchanged, mine, pg)
     digests, bad = exchanged[0::2].tolist(), exchanged[1::2].tolist()
     if len(set(digests)) > 1 or any(bad):
         why = None if problem is None else f"{type(problem).__name__}: {problem}"
-        seen = gather_objects((layout, str(dtype), why), group=pg)
+        seen = gather_objects((layout, why), group=pg)
         if problem is not None:
             raise problem
         ranks = global_ranks(pg)
-        failed = [f"rank {r}: {w}" for r, (_, _, w) in zip(ranks, seen, strict=True) if w]
+        failed = [f"rank {r}: {w}" for r, (_, w) in zip(ranks, seen, strict=True) if w]
         if failed:
             message = (
                 f"all_reduce_dict: other ranks' metrics are invalid ({'; '.join(failed)}); "
@@ -158,10 +160,10 @@ def all_reduce_dict(
             error = CollectiveArgumentError(message)
             error.helios_peer_failure = True  # the failure report names those ranks
             raise error
-        raise _mismatch([(lay, dt) for lay, dt, _ in seen], ranks)
+        raise _mismatch([lay for lay, _ in seen], ranks)
     if not values:
         return {}
-    order = [key for key, _ in layout]
+    order = [key for key, _, _ in layout]
     flat = all_reduce_tensors(
         [values[key].to(device=device, dtype=dtype) for key in order], op=op, group=pg
     )

@@ -76,7 +76,9 @@ def safe_barrier(
         return
     plain = group is None and device_ids is None and limit is None
     checked = validation_enabled(validate)
-    if plain and not _cuda_available() and not (checked and dist.get_world_size() > 1):
+    world = dist.group.WORLD
+    alone = world is not None and world.size() == 1
+    if plain and not _cuda_available() and (alone or not checked):
         # The common unchecked call without CUDA: no nccl device to name.
         dist.barrier()
         return

@@ -28,6 +28,7 @@ from typing import cast
 import torch
 import torch.distributed as dist
 
+from helios_collectives._advice import advice, ranks_text
 from helios_collectives._checks import positions
 from helios_collectives._errors import CollectiveArgumentError, CollectiveMismatchError
 from helios_collectives._group import control_device, global_ranks
@@ -185,10 +186,6 @@ def _decode(raw: bytes) -> dict[str, str] | None:
         return None
 
 
-def _ranks_text(ranks: Sequence[int]) -> str:
-    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(str(r) for r in ranks)}"
-
-
 def _compared(fields: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
     if fields is None:
         return (("operation", _NOT_OURS),)
@@ -226,17 +223,26 @@ def check_agreement(
             seen.setdefault(dict(key).get(name, "none"), []).append(rank)
         if len(seen) > 1:
             differences[name] = {value: tuple(rs) for value, rs in seen.items()}
+    shown = dict(differences)
+    if operation == "gather_into_tensor" and "shape" in shown:
+        # A size or an out that fits one rank's shape and not another's follows from the
+        # shapes: advice written for one rank's tensor would mislead the others.
+        shown.pop("argument problem", None)
     lines = [
-        f"  {name}: " + "; ".join(f"{value} on {_ranks_text(rs)}" for value, rs in seen.items())
-        for name, seen in differences.items()
+        f"  {name}: " + "; ".join(f"{value} on {ranks_text(rs)}" for value, rs in seen.items())
+        for name, seen in shown.items()
     ]
     verb = "differs" if len(disagreeing) == 1 else "differ"
+    fixes = advice(operation, shown, disagreeing) or [
+        "every rank must make the same sequence of collective calls with the same dtype, "
+        "device type and shape (only dim 0 may differ in gather_uneven)"
+    ]
     message = (
-        f"{operation}: ranks disagree on the collective ({_ranks_text(disagreeing)} {verb} "
-        f"from {_ranks_text(agreeing)}), so nothing was run:\n"
+        f"{operation}: ranks disagree on the collective ({ranks_text(disagreeing)} {verb} "
+        f"from {ranks_text(agreeing)}), so nothing was run:\n"
         + "\n".join(lines)
-        + "\nevery rank must make the same sequence of collective calls with the same "
-        "dtype, device type and shape (only dim 0 may differ in gather_uneven)"
+        + "\n"
+        + "\n".join(f"fix: {fix}" for fix in fixes)
     )
     raise CollectiveMismatchError(
         message, operation=operation, disagreeing_ranks=disagreeing, differences=differences
