@@ -157,6 +157,8 @@ def test_the_readme_table_quotes_the_headline_rows_of_bench_json() -> None:
         "gating: global_print on a rank that does not print",
         "per-call instructions, all-reduce of 1 element, world size one (gloo)",
         "coalescing: all-reduce of 64 tensors of 16 floats",
+        "the default check, 2 ranks: all-reduce of 1 element",
+        "the default check, 8 ranks: all-reduce of 1 element",
         "hostlist: 10,000 nodes, one padded range",
         "2-rank test: init, all-reduce, destroy (median of 30)",
         "2-rank DDP test: construct, forward, backward, step, fresh ranks",

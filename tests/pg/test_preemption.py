@@ -20,13 +20,14 @@ import torch
 import torch.distributed as dist
 
 from helios_env import DistributedInfo
-from helios_pg import init, preemption, shutdown
+from helios_pg import PreemptionError, init, preemption, shutdown
 from helios_pg._preempt._preemption import close_all
 from helios_pg._preempt._requeue import EXIT_REQUEUE, Requeue
 from tests.pg.torchrun_jobs import run_jobs
-from tests.support.procs import Finished, results
+from tests.support.procs import Finished, results, run_hand_started
 
 WORKER = Path(__file__).parent / "workers" / "preempted.py"
+MISMATCH = Path(__file__).parent / "workers" / "stop_mismatch.py"
 NO_SLURM = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "TORCHELASTIC_RUN_ID")
 
 
@@ -232,6 +233,39 @@ def stopped_steps(done: Finished) -> dict[int, dict[str, object]]:
     for result in results(done):
         found.setdefault(int(result["rank"]), {}).update(result)
     return found
+
+
+def test_without_a_group_under_a_multi_rank_launcher_should_stop_names_init(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    stop = preemption()
+    try:
+        with pytest.raises(PreemptionError, match=r"launcher started 2 ranks.*helios_pg.init\(\)"):
+            stop.should_stop()
+        with pytest.raises(PreemptionError, match=r"requeue\(\) needs the process group"):
+            stop.requeue()
+    finally:
+        stop.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "raised"),
+    [
+        # gloo pairs the two all-reduces byte for byte: the marked words come back
+        # wrong, and rank 0 says what happened.
+        (["--same-size"], "raised PreemptionError: Preemption.should_stop() met another"),
+        # Sizes differ: gloo waits for bytes that never come, until the group timeout.
+        ([], "raised "),
+    ],
+)
+def test_should_stop_on_one_rank_only_never_answers_true(args: list[str], raised: str) -> None:
+    timeout = {"HELIOS_TEST_PG_TIMEOUT": "3"}
+    finished = run_hand_started(MISMATCH, 2, args=args, extra_env=timeout, limit=60)
+    outcomes = {r["rank"]: r["outcome"] for r in results(finished)}
+    detail = "\n".join(f.describe() for f in finished)
+    assert outcomes.get(0, "").startswith(raised), detail
 
 
 @pytest.fixture(scope="module")

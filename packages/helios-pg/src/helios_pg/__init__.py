@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from helios_pg._errors import AgreementWarning as AgreementWarning
     from helios_pg._errors import BackendUnavailableError as BackendUnavailableError
     from helios_pg._errors import DeviceBindingError as DeviceBindingError
+    from helios_pg._errors import PreemptionError as PreemptionError
     from helios_pg._errors import ProcessGroupInitError as ProcessGroupInitError
     from helios_pg._errors import RendezvousConfigError as RendezvousConfigError
     from helios_pg._helios_ml import init_dist as init_dist
@@ -39,6 +40,7 @@ _PUBLIC = {
     "BackendUnavailableError": "helios_pg._errors",
     "DeviceBindingError": "helios_pg._errors",
     "Preemption": "helios_pg._preempt",
+    "PreemptionError": "helios_pg._errors",
     "ProcessGroupInitError": "helios_pg._errors",
     "RendezvousConfigError": "helios_pg._errors",
     "Requeue": "helios_pg._preempt",

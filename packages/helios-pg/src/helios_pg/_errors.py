@@ -10,11 +10,14 @@ Hierarchy::
     └── RendezvousConfigError       several ranks, but nothing says where they meet; a
                                     rank out of range; an init_method torch refuses
     RuntimeError                    torch could not do it: see the chained cause
-    └── ProcessGroupInitError       the group could not be created (how many ranks
-        │                           joined, a busy port, an unreachable rank 0)
-        └── JoinTimeoutError        (private) not every rank counted in at the store;
-                                    init turns it into a ProcessGroupInitError that
-                                    says how many did
+    ├── ProcessGroupInitError       the group could not be created (how many ranks
+    │   │                           joined, a busy port, an unreachable rank 0)
+    │   └── JoinTimeoutError        (private) not every rank counted in at the store;
+    │                               init turns it into a ProcessGroupInitError that
+    │                               says how many did
+    └── PreemptionError             should_stop() or requeue() without the group of a
+                                    multi-rank launch, or not called at the same
+                                    points on every rank
     UserWarning
     └── AgreementWarning            the ranks' settings differ (NCCL_*, GLOO_*, ...):
                                     init warns once, from rank 0
@@ -33,6 +36,7 @@ __all__ = [
     "BackendUnavailableError",
     "DeviceBindingError",
     "JoinTimeoutError",
+    "PreemptionError",
     "ProcessGroupInitError",
     "RendezvousConfigError",
 ]
@@ -71,6 +75,15 @@ class AdoptionWarning(UserWarning):
 
     Said once, naming what is missing: a timeout this torch cannot set on a live group,
     or a group without a store (no agreement check, no layout, no hang roll call).
+    """
+
+
+class PreemptionError(RuntimeError):
+    """``should_stop()`` or ``requeue()`` cannot give every rank the same answer.
+
+    Raised where the launcher started several ranks but no process group exists, and
+    where the call met another collective on some rank (the ranks did not call it at
+    the same points of the loop).
     """
 
 

@@ -20,11 +20,17 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from helios_pg._errors import PreemptionError
 from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
 from helios_pg._signals import signal_from
 
 __all__ = ["Preemption", "close_all", "preemption"]
 
+_MARK = 1 << 62
+"""Added to every value a rank sends in the agreement, so that words from another
+collective read as something else."""
+_LIMIT = 1 << 31
+"""Values are a flag or an exit status: anything at or above this came from elsewhere."""
 DEFAULT_SIGNALS = ("SIGUSR1", "SIGTERM")
 """SLURM's warning before the time limit (``--signal=USR1@120``) and a stop's signal."""
 _active: list[Preemption] = []
@@ -44,7 +50,7 @@ class Preemption:
         self.closed = False
         self._stopping = False
         self._previous: dict[int, Any] = {}
-        self._flag: Any = None
+        self._device: Any = None
         for number in self.signals:
             previous = signal.getsignal(number)
             try:
@@ -68,21 +74,39 @@ class Preemption:
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
 
-    def _exchange(self, value: int) -> int:
-        """The largest ``value`` over the default group's ranks (one all-reduce)."""
+    def _exchange(self, value: int, call: str) -> int:
+        """The largest ``value`` over the default group's ranks (one all-reduce).
+
+        Each rank sends two words, ``_MARK + value`` and its negation, reduced with MAX:
+        every rank gets back the largest and the smallest value. Where another rank made
+        another collective at that moment, what came back is not such a pair (with
+        overwhelming likelihood), and every rank that gets it raises instead of answering.
+        """
         import torch
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
+            _refuse_without_group(call)
             return value
-        if self._flag is None:
-            device = torch.device("cpu")
+        if self._device is None:
+            self._device = torch.device("cpu")
             if "nccl" in str(dist.get_backend()).lower():
-                device = torch.device("cuda", torch.cuda.current_device())
-            self._flag = torch.zeros(1, dtype=torch.int32, device=device)
-        self._flag.fill_(value)
-        dist.all_reduce(self._flag, op=dist.ReduceOp.MAX)
-        return int(self._flag.item())
+                self._device = torch.device("cuda", torch.cuda.current_device())
+        word = _MARK + value
+        flag = torch.tensor([word, -word], dtype=torch.int64).to(self._device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        top, bottom = (int(word) for word in flag.tolist())
+        largest, smallest = top - _MARK, -bottom - _MARK
+        if not 0 <= smallest <= largest < _LIMIT:
+            message = (
+                f"Preemption.{call}() met another collective on some rank (it got back "
+                f"{top:#x}, {bottom:#x} instead of its own marked words), so it cannot "
+                f"answer: every rank must call {call}() at the same points of the loop, "
+                "between the same collectives (not under `if rank == 0`, not in a loop "
+                "with another number of steps on some ranks)"
+            )
+            raise PreemptionError(message)
+        return largest
 
     def should_stop(self) -> bool:
         """Whether the job stops now: the same answer on every rank.
@@ -94,9 +118,14 @@ class Preemption:
 
         Returns:
             True when every rank is to stop after this step.
+
+        Raises:
+            PreemptionError: The launcher started several ranks but no process group
+                exists (call ``helios_pg.init()`` first), or the call met another
+                collective on some rank (call it at the same points on every rank).
         """
         if not self._stopping:
-            self._stopping = bool(self._exchange(int(self.received is not None)))
+            self._stopping = bool(self._exchange(int(self.received is not None), "should_stop"))
         return self._stopping
 
     def requeue(self, *, timeout: float = 60.0) -> Requeue:
@@ -113,16 +142,19 @@ class Preemption:
 
         Returns:
             What was done, and the exit status to end the program with.
+
+        Raises:
+            PreemptionError: As :meth:`should_stop`.
         """
-        self._exchange(0)  # every rank has its checkpoint written
+        self._exchange(0, "requeue")  # every rank has its checkpoint written
         import torch.distributed as dist
 
         first = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
         plan = decide_requeue()
         if not first:
-            return plan.with_code(self._exchange(0))  # what rank 0 did
+            return plan.with_code(self._exchange(0, "requeue"))  # what rank 0 did
         outcome = requeue_job(plan, timeout=timeout)
-        self._exchange(outcome.code)
+        self._exchange(outcome.code, "requeue")
         return outcome
 
     def close(self) -> None:
@@ -154,6 +186,25 @@ class Preemption:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refuse_without_group(call: str) -> None:
+    """Raise where the launcher started several ranks but no process group exists.
+
+    Each rank would answer for itself alone: one rank stops while the others train on.
+    """
+    from helios_env import get_dist_info
+
+    info = get_dist_info()
+    if info.world_size > 1:
+        message = (
+            f"Preemption.{call}() needs the process group: the launcher started "
+            f"{info.world_size} ranks (this is rank {info.rank}), but none is "
+            "initialized, so each rank would answer for itself and one could stop while "
+            "the others train on; call helios_pg.init() first (and shutdown() after the "
+            "loop)"
+        )
+        raise PreemptionError(message)
 
 
 def preemption(signals: Sequence[str | int] = DEFAULT_SIGNALS) -> Preemption:
