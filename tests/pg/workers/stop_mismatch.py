@@ -1,8 +1,8 @@
 """Worker for tests/pg/test_preemption.py: ``should_stop()`` on rank 0 only.
 
 Rank 0 asks ``should_stop()`` (no signal was sent) while rank 1 makes its training
-all-reduce: of one float, or with ``--same-size`` of two float64 values, as many bytes
-as ``should_stop()`` sends. Each rank reports what its call returned or raised; no rank
+all-reduce: of one float32, or with ``--same-size`` of one float64, as many bytes as
+``should_stop()`` sends. Each rank reports what its call returned or raised; no rank
 may get an answer that stops the job.
 """
 
@@ -27,7 +27,7 @@ def main() -> None:
             outcome = f"returned {stop.should_stop()}"
         else:
             same_size = "--same-size" in sys.argv
-            grad = torch.ones(2, dtype=torch.float64) if same_size else torch.ones(1)
+            grad = torch.ones(1, dtype=torch.float64 if same_size else torch.float32)
             dist.all_reduce(grad)
             outcome = f"reduced {grad.tolist()}"
     except Exception as exc:  # what each rank got is the finding

@@ -26,10 +26,10 @@ from helios_pg._signals import signal_from
 
 __all__ = ["Preemption", "close_all", "preemption"]
 
-_MARK = 1 << 62
-"""Added to every value a rank sends in the agreement, so that words from another
-collective read as something else."""
-_LIMIT = 1 << 31
+_MARK = 0x5A_5A5A_5A5A
+"""Added to every value a rank sends in the agreement, so that a word from another
+collective reads as something else; small enough that a million ranks' sum fits int64."""
+_LIMIT = 1 << 16
 """Values are a flag or an exit status: anything at or above this came from elsewhere."""
 DEFAULT_SIGNALS = ("SIGUSR1", "SIGTERM")
 """SLURM's warning before the time limit (``--signal=USR1@120``) and a stop's signal."""
@@ -50,7 +50,8 @@ class Preemption:
         self.closed = False
         self._stopping = False
         self._previous: dict[int, Any] = {}
-        self._device: Any = None
+        self._flag: Any = None
+        self._world = 1
         for number in self.signals:
             previous = signal.getsignal(number)
             try:
@@ -75,12 +76,12 @@ class Preemption:
             os.kill(os.getpid(), number)
 
     def _exchange(self, value: int, call: str) -> int:
-        """The largest ``value`` over the default group's ranks (one all-reduce).
+        """The sum of ``value`` over the default group's ranks (one all-reduce).
 
-        Each rank sends two words, ``_MARK + value`` and its negation, reduced with MAX:
-        every rank gets back the largest and the smallest value. Where another rank made
-        another collective at that moment, what came back is not such a pair (with
-        overwhelming likelihood), and every rank that gets it raises instead of answering.
+        Each rank sends ``_MARK + value`` in one int64: the sum is the group's size times
+        ``_MARK`` plus the values' sum. Where another rank made another collective at
+        that moment, the sum falls outside that range (with overwhelming likelihood), and
+        every rank that gets it raises instead of answering.
         """
         import torch
         import torch.distributed as dist
@@ -88,25 +89,26 @@ class Preemption:
         if not (dist.is_available() and dist.is_initialized()):
             _refuse_without_group(call)
             return value
-        if self._device is None:
-            self._device = torch.device("cpu")
+        if self._flag is None:
+            device = torch.device("cpu")
             if "nccl" in str(dist.get_backend()).lower():
-                self._device = torch.device("cuda", torch.cuda.current_device())
-        word = _MARK + value
-        flag = torch.tensor([word, -word], dtype=torch.int64).to(self._device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        top, bottom = (int(word) for word in flag.tolist())
-        largest, smallest = top - _MARK, -bottom - _MARK
-        if not 0 <= smallest <= largest < _LIMIT:
+                device = torch.device("cuda", torch.cuda.current_device())
+            self._flag = torch.zeros(1, dtype=torch.int64, device=device)
+            self._world = dist.get_world_size()
+        self._flag.fill_(_MARK + value)
+        dist.all_reduce(self._flag)
+        total = int(self._flag.item())
+        values = total - self._world * _MARK
+        if not 0 <= values < self._world * _LIMIT:
             message = (
                 f"Preemption.{call}() met another collective on some rank (it got back "
-                f"{top:#x}, {bottom:#x} instead of its own marked words), so it cannot "
-                f"answer: every rank must call {call}() at the same points of the loop, "
-                "between the same collectives (not under `if rank == 0`, not in a loop "
-                "with another number of steps on some ranks)"
+                f"{total:#x}, not {self._world} marked words), so it cannot answer: every "
+                f"rank must call {call}() at the same points of the loop, between the same "
+                "collectives (not under `if rank == 0`, not in a loop with another number "
+                "of steps on some ranks)"
             )
             raise PreemptionError(message)
-        return largest
+        return values
 
     def should_stop(self) -> bool:
         """Whether the job stops now: the same answer on every rank.
