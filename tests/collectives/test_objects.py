@@ -17,6 +17,7 @@ from helios_collectives import (
     CollectiveMismatchError,
     ProcessGroupNotInitializedError,
     all_reduce_dict,
+    all_reduce_tensors,
     broadcast_object,
     gather_objects,
 )
@@ -192,3 +193,34 @@ def test_all_reduce_dict_rejects_bad_keys_and_values(
 ) -> None:
     with pytest.raises(TypeError, match=message):
         all_reduce_dict(metrics)  # type: ignore[arg-type]
+
+
+@on_ranks
+def test_a_src_that_differs_between_ranks_is_named_on_every_rank(
+    dist_info: DistributedInfo,
+) -> None:
+    src = 1 if dist_info.rank == 2 else 0
+    with pytest.raises(CollectiveMismatchError) as raised:
+        broadcast_object("config" if dist_info.rank == src else None, src=src)
+    error = raised.value
+    assert error.disagreeing_ranks == (2,)
+    assert "source rank: 0 on ranks 0, 1; 1 on rank 2" in str(error)
+    assert "fix: pass the same src on every rank" in str(error)
+    # Nobody was left waiting: the group goes on.
+    assert broadcast_object("next" if dist_info.rank == 0 else None) == "next"
+
+
+@on_ranks
+def test_gather_objects_names_a_rank_in_another_collective(dist_info: DistributedInfo) -> None:
+    call = (
+        (lambda: all_reduce_tensors(torch.ones(2)))
+        if dist_info.rank == 0
+        else (lambda: gather_objects(dist_info.rank))
+    )
+    with pytest.raises(CollectiveMismatchError) as raised:
+        call()
+    assert raised.value.disagreeing_ranks == (0,)
+    assert "operation: all_reduce_tensors on rank 0; gather_objects on ranks 1, 2" in str(
+        raised.value
+    )
+    assert gather_objects(dist_info.rank) == [0, 1, 2]

@@ -20,6 +20,8 @@ import torch.distributed as dist
 from helios_collectives._errors import CollectiveArgumentError
 from helios_collectives._group import control_device, global_ranks, require_group
 from helios_collectives._torch_api import all_gather_flat
+from helios_collectives._validation import Description, exchange
+from helios_collectives._validation_switch import validation_enabled
 
 __all__ = ["INLINE", "broadcast_object", "gather_objects"]
 
@@ -80,7 +82,13 @@ def _unpickle(data: bytes) -> object:
     return pickle.loads(data)  # noqa: S301
 
 
-def broadcast_object(obj: T | None, src: int = 0, *, group: dist.ProcessGroup | None = None) -> T:
+def broadcast_object(
+    obj: T | None,
+    src: int = 0,
+    *,
+    group: dist.ProcessGroup | None = None,
+    validate: bool | None = None,
+) -> T:
     """Send rank ``src``'s object to every rank of the group, and return it on each.
 
     The object is pickled on ``src`` and unpickled on every other rank, which gets an
@@ -91,10 +99,16 @@ def broadcast_object(obj: T | None, src: int = 0, *, group: dist.ProcessGroup | 
     sender's choosing: use it only between the ranks of your own job, as with torch's
     object collectives.
 
+    Every rank first checks that all ranks make this call with the same ``src`` (one
+    all-gather of 128 bytes per rank), so a ``src`` that differs between ranks is a
+    :class:`CollectiveMismatchError` on every rank, not a wait until the group's timeout.
+
     Args:
         obj: The object, on ``src``; ``None`` (or anything) on the other ranks.
         src: The global rank that sends.
         group: The process group; the default group when None.
+        validate: Check first that every rank makes the same call. None (the default)
+            reads ``HELIOS_VALIDATE_COLLECTIVES``, on when unset; False skips the check.
 
     Returns:
         ``src``'s object.
@@ -105,6 +119,8 @@ def broadcast_object(obj: T | None, src: int = 0, *, group: dist.ProcessGroup | 
         CollectiveArgumentError: ``src`` is not a rank of the group (a ``ValueError``,
             before any communication), or ``src``'s object cannot be pickled (raised on
             every rank).
+        CollectiveMismatchError: The ranks pass different ``src`` values, or some are
+            in another helios collective (a ``ValueError``, raised on every rank).
         TypeError: ``group`` is not a process group.
 
     Example::
@@ -123,6 +139,8 @@ def broadcast_object(obj: T | None, src: int = 0, *, group: dist.ProcessGroup | 
             f"ranks are {members}; pass one of them"
         )
         raise CollectiveArgumentError(message)
+    if validation_enabled(validate) and pg.size() > 1:
+        exchange(Description("broadcast_object", (("source rank", str(src)),)), pg)
     device = control_device(pg)
     sending = dist.get_rank() == src
     data, ok = _pickled(obj) if sending else (b"", True)
@@ -146,7 +164,9 @@ def broadcast_object(obj: T | None, src: int = 0, *, group: dist.ProcessGroup | 
     return value
 
 
-def gather_objects(obj: T, *, group: dist.ProcessGroup | None = None) -> list[T]:
+def gather_objects(
+    obj: T, *, group: dist.ProcessGroup | None = None, validate: bool | None = None
+) -> list[T]:
     """Gather one picklable object from every rank of the group, on every rank.
 
     Objects of up to 4 KiB pickled cost one collective, larger ones a second one, of
@@ -154,9 +174,15 @@ def gather_objects(obj: T, *, group: dist.ProcessGroup | None = None) -> list[T]
     included, so each rank holds equal copies): use it only between the ranks of your
     own job, as with torch's object collectives.
 
+    Every rank first checks that all ranks make this call (one all-gather of 128 bytes
+    per rank): a rank in another helios collective is a :class:`CollectiveMismatchError`
+    on every rank.
+
     Args:
         obj: This rank's object.
         group: The process group; the default group when None.
+        validate: Check first that every rank makes the same call. None (the default)
+            reads ``HELIOS_VALIDATE_COLLECTIVES``, on when unset; False skips the check.
 
     Returns:
         Every rank's object, in group-rank order.
@@ -166,6 +192,8 @@ def gather_objects(obj: T, *, group: dist.ProcessGroup | None = None) -> list[T]
             ``RuntimeError``).
         CollectiveArgumentError: A rank's object cannot be pickled (a ``ValueError``
             naming that rank, raised on every rank).
+        CollectiveMismatchError: Some ranks are in another helios collective (a
+            ``ValueError``, raised on every rank).
         TypeError: ``group`` is not a process group.
 
     Example::
@@ -179,6 +207,8 @@ def gather_objects(obj: T, *, group: dist.ProcessGroup | None = None) -> list[T]
     """
     pg = require_group("gather_objects", group)
     world = pg.size()
+    if validation_enabled(validate) and world > 1:
+        exchange(Description("gather_objects"), pg)
     device = control_device(pg)
     data, ok = _pickled(obj)
     frames = torch.empty(world * INLINE, dtype=torch.uint8, device=device)
