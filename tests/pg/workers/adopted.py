@@ -65,7 +65,10 @@ def train(case: str) -> None:
                 try:
                     dist.all_reduce(torch.ones(1))
                 except RuntimeError as exc:
-                    print(f"rank {info.rank} timed out: {exc}", flush=True)
+                    # One write for the whole line: print writes the text and its
+                    # newline apart, and another rank's line could land in between.
+                    sys.stdout.write(f"rank {info.rank} timed out: {exc}\n")
+                    sys.stdout.flush()
                 (marks / f"timed-out-{info.rank}").touch()
             return
         dist.all_reduce(torch.ones(1))
