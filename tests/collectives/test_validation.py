@@ -6,7 +6,9 @@ The tests run on ranks of helios-pg's pytest plugin; each rank checks what it ra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -170,20 +172,39 @@ def test_a_rank_in_another_collective_is_named_and_no_rank_waits_for_it(
 Counts = dict[str, int]
 
 
-def _counted(monkeypatch: pytest.MonkeyPatch) -> Counts:
-    """Count the calls of torch's collectives that helios's collectives make."""
+@contextlib.contextmanager
+def _counted(**environment: str) -> Iterator[Counts]:
+    """Count the calls of torch's collectives that helios's collectives make, with
+    ``environment`` set; both undone on the way out.
+
+    Undone here, in the rank, not by pytest's monkeypatch: a ranks test's fixtures are
+    made in the pytest process, and a rank reused by the next test would keep what a
+    pickled monkeypatch changed.
+    """
     import torch.distributed as dist
 
     counts: Counts = {}
-    for name in (gather_function_name(dist), "all_reduce", "barrier"):
-        real = getattr(dist, name)
+    names = (gather_function_name(dist), "all_reduce", "barrier")
+    reals = {name: getattr(dist, name) for name in names}
+    saved = {name: os.environ.get(name) for name in environment}
+    for name, real in reals.items():
 
         def counting(*args: object, _real: Any = real, _name: str = name, **kw: object) -> Any:
             counts[_name] = counts.get(_name, 0) + 1
             return _real(*args, **kw)
 
-        monkeypatch.setattr(dist, name, counting)
-    return counts
+        setattr(dist, name, counting)
+    os.environ.update(environment)
+    try:
+        yield counts
+    finally:
+        for name, real in reals.items():
+            setattr(dist, name, real)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _gathers(counts: Counts) -> int:
@@ -213,12 +234,10 @@ CALLS: dict[str, tuple[Callable[[], object], int, int]] = {
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_every_call_is_checked_by_default_in_one_small_gather(
-    monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
+def test_every_call_is_checked_by_default_in_one_small_gather(name: str) -> None:
     call, gathers, all_reduces = CALLS[name]
-    counts = _counted(monkeypatch)
-    call()
+    with _counted() as counts:
+        call()
     assert (_gathers(counts), counts.get("all_reduce", 0)) == (gathers, all_reduces), counts
 
 
@@ -231,19 +250,18 @@ def test_a_small_all_reduce_in_the_check_is_the_sum_in_place(dist_info: Distribu
     assert torch.equal(mine.t(), want)
 
 
-def test_the_environment_variable_turns_the_check_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    counts = _counted(monkeypatch)
-    monkeypatch.setenv(VALIDATE_ENV_VAR, "0")
-    all_reduce_tensors(torch.ones(2))
-    gather_into_tensor(torch.ones(2), (2 * WORLD,))
+def test_the_environment_variable_turns_the_check_off() -> None:
+    with _counted(**{VALIDATE_ENV_VAR: "0"}) as counts:
+        all_reduce_tensors(torch.ones(2))
+        gather_into_tensor(torch.ones(2), (2 * WORLD,))
     assert (_gathers(counts), counts.get("all_reduce", 0)) == (1, 1), counts
 
 
-def test_the_checked_barrier_on_gloo_is_the_check_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    counts = _counted(monkeypatch)
-    safe_barrier()
-    assert (_gathers(counts), counts.get("barrier", 0)) == (1, 0), counts
-    safe_barrier(validate=False)
+def test_the_checked_barrier_on_gloo_is_the_check_alone() -> None:
+    with _counted() as counts:
+        safe_barrier()
+        assert (_gathers(counts), counts.get("barrier", 0)) == (1, 0), counts
+        safe_barrier(validate=False)
     assert counts.get("barrier", 0) == 1, counts
 
 
