@@ -4,7 +4,9 @@
 ``srun torchrun``, one agent per node): once the first attempt is a few steps in, the
 job is signalled (``scancel --signal=USR1``, or one rank's process alone with
 ``kill -USR1``), or SLURM signals it itself before its time limit
-(``--time=1 --signal=USR1@30``). Every rank stops after the same step, rank 0
+(``--time=1 --signal=USR1@30``). In the signalled jobs each rank draws its batches
+from a DataLoader with two forked workers, which SLURM's signal reaches too. Every rank
+stops after the same step, with its workers alive until it ends them, rank 0
 saves, ``requeue()`` runs ``scontrol requeue``; SLURM holds a requeued job for a while
 (``BeginTime``), which the test lifts. The second attempt knows it is one, resumes at
 the next step and ends the job ``COMPLETED``.
@@ -98,6 +100,8 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
         # SLURM's warning comes up to a minute early: the first attempt outlasts it.
         "HELIOS_TEST_STEPS": "400" if how == "time_limit" else "40",
     }
+    if how in ("scancel", "time_limit"):
+        env["HELIOS_TEST_LOADER"] = "fork,fork,fork,fork"
     options = ["-N2", "--ntasks-per-node=2", "--requeue", "--open-mode=append", "--parsable"]
     if how == "time_limit":
         options += ["--time=1", "--signal=USR1@30"]
@@ -155,6 +159,10 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
     # Every step ran once per rank: the second attempt starts where the first stopped.
     assert {entry["start"] for entry in second.values()} == {last + 1}, report
     assert {entry["stopped"] for entry in second.values()} == {None}, report
+    workers = [0, 0] if how in ("scancel", "time_limit") else []
+    assert {rank: entry["workers"] for rank, entry in first.items()} == dict.fromkeys(
+        range(4), workers
+    ), report
     assert set(hows) <= {"scontrol"}, report
     if returned and how != "time_limit":  # SLURM may stop a rank before it says it
         record_property("signal_to_last_requeue_return_s", round(max(returned) - sent, 2))

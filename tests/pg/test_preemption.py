@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -21,7 +22,8 @@ import torch.distributed as dist
 
 from helios_env import DistributedInfo
 from helios_pg import PreemptionError, init, preemption, shutdown
-from helios_pg._preempt._preemption import close_all
+from helios_pg._preempt._grace import GRACE_VARIABLE, Grace, find_grace
+from helios_pg._preempt._preemption import _active, close_all
 from helios_pg._preempt._requeue import EXIT_REQUEUE, Requeue
 from tests.pg.torchrun_jobs import run_jobs
 from tests.support.procs import Finished, results, run_hand_started
@@ -114,6 +116,74 @@ def test_shutdown_closes_the_watchers() -> None:
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+SLURM = {"SLURM_JOB_ID": "7"}
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "r"}
+
+
+@pytest.mark.parametrize(
+    ("environ", "seconds", "source"),
+    [
+        (TORCHRUN, 30.0, "torchrun: SIGKILL 30 s after its SIGTERM"),
+        ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, 30.0, "Kubernetes: SIGKILL 30 s after"),
+        (SLURM, 45.0, "SLURM: SIGKILL 45 s after its SIGTERM (KillWait)"),
+        (SLURM | TORCHRUN, 30.0, "torchrun"),  # srun torchrun: the first to kill
+        (SLURM | {GRACE_VARIABLE: "120"}, 120.0, "HELIOS_PREEMPTION_GRACE=120"),
+        ({}, None, "no launcher here says it"),
+    ],
+)
+def test_the_grace_is_the_variables_or_the_launchers(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    environ: dict[str, str],
+    seconds: float | None,
+    source: str,
+) -> None:
+    scontrol = tmp_path / "scontrol"  # as `scontrol show config` prints it
+    scontrol.write_text("#!/bin/sh\necho 'InactiveLimit = 0 sec'\necho 'KillWait = 45 sec'\n")
+    scontrol.chmod(scontrol.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    grace = find_grace(None, environ)
+    assert grace.seconds == seconds
+    assert grace.source.startswith(source), grace
+    assert find_grace(12.5, environ) == Grace(12.5, "preemption(grace=12.5)")
+
+
+def test_a_grace_that_is_no_positive_number_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in (0, -3, float("nan")):
+        with pytest.raises(ValueError, match=rf"grace={bad!r} is not a grace period"):
+            preemption(grace=bad)
+    monkeypatch.setenv(GRACE_VARIABLE, "thirty")
+    with pytest.raises(ValueError, match="HELIOS_PREEMPTION_GRACE='thirty' is not a grace"):
+        preemption()
+    assert not [watcher for watcher in _active if not watcher.closed]
+
+
+def test_the_deadline_counts_from_the_signal() -> None:
+    with preemption("USR1", grace=5) as stop:
+        assert [stop.deadline, stop.time_left()] == [None, None]
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert stop.received_at is not None
+        assert stop.deadline == stop.received_at + 5
+        left = stop.time_left()
+        assert left is not None
+        assert 4 < left <= 5
+
+
+def test_a_save_that_outlasts_the_grace_is_named_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with preemption(grace=0.05) as stop:
+        with stop.saving():
+            pass
+        assert capsys.readouterr().err == ""
+        for _ in range(2):
+            with stop.saving():
+                time.sleep(0.1)
+        assert stop.last_save is not None
+        assert stop.last_save >= 0.1
+    said = capsys.readouterr().err
+    assert said.count("helios preemption: the last checkpoint took") == 1, said
+    assert "s, but preemption(grace=0.05): a save after a stop signal" in said
+
+
 def test_it_is_refused_outside_the_main_thread() -> None:
     raised: list[BaseException] = []
 
@@ -139,6 +209,26 @@ def test_outside_slurm_requeue_writes_a_marker_and_asks_for_its_status(
     assert outcome.marker == tmp_path / "requeue-marker"
     assert outcome.marker.exists()
     assert "not under SLURM" in capsys.readouterr().err
+
+
+def test_past_max_requeues_nothing_is_requeued_and_the_job_ends_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "3")  # the fourth run of the job
+    with preemption() as stop:
+        assert stop.requeue(max_requeues=4).how == "marker"
+        outcome = stop.requeue(max_requeues=3)
+        for bad in (-1, 2.5, True):
+            with pytest.raises(ValueError, match=rf"requeue\(max_requeues={bad!r}\): give how"):
+                stop.requeue(max_requeues=bad)  # type: ignore[arg-type]
+    assert (outcome.how, outcome.exit_status, outcome.requeued) == ("limit", 1, False)
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == (
+        "helios requeue: this is attempt 3 of the job, which has been requeued "
+        "max_requeues=3 times: not requeuing it again; it ends here with status 1 (raise "
+        "max_requeues to let it go on)"
+    )
+    assert Requeue("scontrol", 0, None, None, "").with_code(outcome.code).how == "limit"
 
 
 def fake_scontrol(folder: Path, status: int, *, says: bool = True) -> Path:
@@ -279,15 +369,27 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, 
             "HELIOS_REQUEUE_FILE": str(logs / "marker"),
         }
 
-    return run_jobs(WORKER, ("sigterm", "restart"), env_for, tmp_path_factory, restarts=1)
+    def env_for_mode(mode: str, logs: Path) -> dict[str, str]:
+        if mode == "loader":  # SIGTERM to the agent, with DataLoader workers on every rank
+            return env_for("sigterm", logs) | {"HELIOS_TEST_LOADER": "fork,spawn,forkserver"}
+        return env_for(mode, logs)
+
+    modes = ("sigterm", "restart", "loader")
+    return run_jobs(WORKER, modes, env_for_mode, tmp_path_factory, restarts=1)
 
 
 @pytest.mark.faults
+@pytest.mark.parametrize("mode", ["sigterm", "loader"])
 def test_sigterm_to_torchrun_stops_every_rank_after_the_same_step(
-    jobs: dict[str, tuple[Finished, Path]],
+    jobs: dict[str, tuple[Finished, Path]], mode: str
 ) -> None:
-    done, logs = jobs["sigterm"]
+    """With DataLoader workers too: torchrun signals each rank's whole process group."""
+    done, logs = jobs[mode]
     found = stopped_steps(done)
+    expected = [0, 0] if mode == "loader" else []
+    assert {rank: entry["workers"] for rank, entry in found.items()} == dict.fromkeys(
+        range(3), expected
+    ), done.describe()
     assert sorted(found) == [0, 1, 2], done.describe()
     assert len({entry["stopped"] for entry in found.values()}) == 1, found
     assert {entry["how"] for entry in found.values()} == {"launcher"}

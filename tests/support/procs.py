@@ -39,11 +39,13 @@ __all__ = [
     "kill_until_gone",
     "marked_processes",
     "plain_environment",
+    "process_tree",
     "results",
     "run_hand_started",
     "run_processes",
     "run_torchrun",
     "run_two_nodes",
+    "signal_all",
     "torchrun_command",
 ]
 
@@ -276,7 +278,7 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
     """``pid`` and its live descendants, also those in sessions of their own (torchrun's
     workers run in new sessions, out of reach of a kill of torchrun's session)."""
     children = _children()
@@ -288,7 +290,8 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-def _signal_all(pids: Iterable[int], signal_number: int) -> None:
+def signal_all(pids: Iterable[int], signal_number: int) -> None:
+    """Send ``signal_number`` to each of ``pids`` that still exists."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal_number)
@@ -301,17 +304,17 @@ def _dump_stacks(procs: Sequence[subprocess.Popen[bytes]]) -> None:
     Python process print every thread's stack to its stderr before it dies: the
     report of a job killed at its time limit says where each process was.
     """
-    pids = [pid for proc in procs if proc.poll() is None for pid in _tree(proc.pid)]
-    _signal_all(pids, signal.SIGABRT)
+    pids = [pid for proc in procs if proc.poll() is None for pid in process_tree(proc.pid)]
+    signal_all(pids, signal.SIGABRT)
     deadline = time.monotonic() + ABORT_GRACE
     while time.monotonic() < deadline and any(is_alive(pid) for pid in pids):
         time.sleep(0.05)
-    _signal_all(pids, signal.SIGKILL)
+    signal_all(pids, signal.SIGKILL)
 
 
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
-        _signal_all(_tree(proc.pid), signal.SIGKILL)
+        signal_all(process_tree(proc.pid), signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

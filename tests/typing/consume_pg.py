@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -19,11 +20,14 @@ from helios_pg import (
     AdoptionWarning,
     AgreementWarning,
     BackendUnavailableError,
+    Checkpoints,
     DeviceBindingError,
+    Grace,
     Preemption,
     ProcessGroupInitError,
     RendezvousConfigError,
     Requeue,
+    Resumed,
     default_backend,
     init,
     init_dist,
@@ -56,15 +60,31 @@ def consume(group: dist.ProcessGroup) -> None:
     assert_type(init_dist("gloo", rank=0, world_size=2), None)
     assert_type(shutdown_dist(), None)
     assert_type(is_dist_active(), bool)
-    with preemption(("SIGUSR1", 15)) as stop:
+    with preemption(("SIGUSR1", 15), shield_workers=False, grace=45.0) as stop:
         assert_type(stop, Preemption)
         assert_type(stop.should_stop(), bool)
         assert_type(stop.received, int | None)
-        outcome = stop.requeue(timeout=30.0)
+        assert_type(stop.grace, Grace)
+        assert_type(stop.grace.seconds, float | None)
+        assert_type(stop.time_left(), float | None)
+        assert_type(stop.deadline, float | None)
+        with stop.saving():
+            pass
+        assert_type(stop.last_save, float | None)
+        outcome = stop.requeue(timeout=30.0, max_requeues=3)
         assert_type(outcome, Requeue)
         assert_type(outcome.exit_status, int)
         assert_type(outcome.requeued, bool)
         assert_type(outcome.marker, Path | None)
+    checkpoints = Checkpoints("checkpoints", keep=3, every_rank=False)
+    assert_type(checkpoints.save({"step": 1}, step=1, epoch=0, batch=1), Path)
+    resumed = checkpoints.load(map_location="cpu", weights_only=True)
+    assert_type(resumed, Resumed | None)
+    if resumed is not None:
+        assert_type(resumed.step, int)
+        assert_type(resumed.state, dict[str, Any])
+        assert_type(resumed.restore_rng(), None)
+    assert_type(checkpoints.complete(), list[Path])
 
     errors: list[type[Exception]] = [
         BackendUnavailableError,

@@ -15,6 +15,11 @@ happens:
   slow (``HELIOS_TEST_PAUSE`` seconds), so that the signal comes before its end; the
   second's are not. ``HELIOS_TEST_STEPS`` steps in all.
 
+With ``HELIOS_TEST_LOADER`` (start methods by rank, comma-separated), each step first
+draws a batch from a DataLoader with two workers started that way; torchrun's SIGTERM
+reaches each rank's whole process group, its workers included. Each rank then reports
+its workers' exit statuses once its iterator has ended them.
+
 Each rank prints one result when it stops or ends (the attempt, the step it started
 from, the step after which it stopped), then calls ``requeue()`` if it stopped, and
 prints what that said: SLURM may stop the job as soon as it is requeued.
@@ -34,8 +39,11 @@ from pathlib import Path
 STOP_SIGNALS = {signal.SIGUSR1, signal.SIGTERM}
 signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
+from typing import Any  # noqa: E402
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from helios_pg import preemption, process_group  # noqa: E402
 from tests.support.worker import group_timeout, report  # noqa: E402
@@ -43,6 +51,31 @@ from tests.support.worker import group_timeout, report  # noqa: E402
 STEPS = int(os.environ.get("HELIOS_TEST_STEPS", "40"))
 SIGNAL_AT = 3
 FAIL_AT = 5
+
+
+class Batches(Dataset[torch.Tensor]):
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.tensor([index])
+
+
+def batches(rank: int) -> Any:
+    """An iterator over a DataLoader with two workers, or None without HELIOS_TEST_LOADER."""
+    methods = os.environ.get("HELIOS_TEST_LOADER")
+    if methods is None:
+        return None
+    method = methods.split(",")[rank]
+    return iter(DataLoader(Batches(), num_workers=2, multiprocessing_context=method))
+
+
+def ended(iterator: Any) -> list[int | None]:
+    """The exit statuses of an iterator's workers, once it has ended them."""
+    if iterator is None:
+        return []
+    iterator._shutdown_workers()
+    return [worker.exitcode for worker in iterator._workers]
 
 
 def load(checkpoint: Path) -> int:
@@ -86,11 +119,14 @@ def main() -> None:
         pause = float(os.environ.get("HELIOS_TEST_PAUSE", "0.3")) if info.attempt == 0 else 0.0
         pause = pause if case == "outside" else 0.05
         progress(info.rank, None)
+        loader = batches(info.rank)
         while step < STEPS:
             signal_at(case, info.rank, step)
             if case == "restart" and info.attempt == 0 and info.rank == 1 and step == FAIL_AT:
                 message = f"rank 1 fails at step {step}"
                 raise RuntimeError(message)
+            if loader is not None:
+                next(loader)
             dist.all_reduce(torch.ones(1))
             time.sleep(pause)
             step += 1
@@ -102,7 +138,8 @@ def main() -> None:
                 break
         if info.rank == 0:
             save(checkpoint, step)
-        report(rank=info.rank, attempt=info.attempt, start=start, stopped=stopped)
+        workers = ended(loader)
+        report(rank=info.rank, attempt=info.attempt, start=start, stopped=stopped, workers=workers)
         outcome = stop.requeue() if stopped is not None else None
         if outcome is not None:
             returned = time.time()

@@ -27,8 +27,11 @@ if TYPE_CHECKING:
     from helios_pg._helios_ml import init_dist as init_dist
     from helios_pg._helios_ml import is_dist_active as is_dist_active
     from helios_pg._helios_ml import shutdown_dist as shutdown_dist
+    from helios_pg._preempt import Checkpoints as Checkpoints
+    from helios_pg._preempt import Grace as Grace
     from helios_pg._preempt import Preemption as Preemption
     from helios_pg._preempt import Requeue as Requeue
+    from helios_pg._preempt import Resumed as Resumed
     from helios_pg._preempt import preemption as preemption
     from helios_pg._setup import init as init
     from helios_pg._setup import process_group as process_group
@@ -38,12 +41,15 @@ _PUBLIC = {
     "AdoptionWarning": "helios_pg._errors",
     "AgreementWarning": "helios_pg._errors",
     "BackendUnavailableError": "helios_pg._errors",
+    "Checkpoints": "helios_pg._preempt",
     "DeviceBindingError": "helios_pg._errors",
+    "Grace": "helios_pg._preempt",
     "Preemption": "helios_pg._preempt",
     "PreemptionError": "helios_pg._errors",
     "ProcessGroupInitError": "helios_pg._errors",
     "RendezvousConfigError": "helios_pg._errors",
     "Requeue": "helios_pg._preempt",
+    "Resumed": "helios_pg._preempt",
     "default_backend": "helios_pg._backend",
     "init": "helios_pg._setup",
     "init_dist": "helios_pg._helios_ml",

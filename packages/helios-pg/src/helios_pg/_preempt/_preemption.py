@@ -15,13 +15,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
 from helios_pg._errors import PreemptionError
+from helios_pg._preempt._grace import Grace, find_grace, grace_from
 from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
+from helios_pg._preempt._shield import install
 from helios_pg._signals import signal_from
 
 __all__ = ["Preemption", "close_all", "preemption"]
@@ -43,10 +47,21 @@ class Preemption:
     Made by :func:`preemption`; see there.
     """
 
-    def __init__(self, numbers: Sequence[int]) -> None:
+    def __init__(
+        self, numbers: Sequence[int], *, shield_workers: bool = True, grace: Grace | None = None
+    ) -> None:
         self.signals = tuple(numbers)
+        self.shield_workers = shield_workers
+        """Whether DataLoader workers started while it is open block its signals."""
+        self.grace = grace if grace is not None else find_grace(None)
+        """Seconds from the stop signal to SIGKILL, and who says so."""
         self.received: int | None = None
         """The first stop signal this process received, if any."""
+        self.received_at: float | None = None
+        """When it came, in :func:`time.monotonic` seconds."""
+        self.last_save: float | None = None
+        """Seconds the last :meth:`saving` block took."""
+        self._warned = False
         self.closed = False
         self._stopping = False
         self._previous: dict[int, Any] = {}
@@ -65,7 +80,7 @@ class Preemption:
 
     def _handle(self, number: int, frame: FrameType | None) -> None:
         if not self.closed and self.received is None:
-            self.received = number
+            self.received, self.received_at = number, time.monotonic()
         previous = self._previous.get(number)
         if callable(previous):
             previous(number, frame)  # another library's handler still runs
@@ -130,7 +145,7 @@ class Preemption:
             self._stopping = bool(self._exchange(int(self.received is not None), "should_stop"))
         return self._stopping
 
-    def requeue(self, *, timeout: float = 60.0) -> Requeue:
+    def requeue(self, *, timeout: float = 60.0, max_requeues: int | None = None) -> Requeue:
         """Put the job back in the queue, once every rank has reached this call.
 
         Call it on every rank after the checkpoint is written. Rank 0 requeues: under
@@ -141,23 +156,100 @@ class Preemption:
 
         Args:
             timeout: Seconds ``scontrol`` may take.
+            max_requeues: How many times the job may be requeued: once its attempt
+                (``info.attempt``, the same on every rank after ``init()``) has reached
+                it, nothing is requeued and the outcome says so (``how == "limit"``,
+                exit status 1). None: no limit.
 
         Returns:
             What was done, and the exit status to end the program with.
 
         Raises:
             PreemptionError: As :meth:`should_stop`.
+            ValueError: ``max_requeues`` is not a non-negative integer.
         """
+        given: object = max_requeues
+        if given is not None and (
+            not isinstance(given, int) or isinstance(given, bool) or given < 0
+        ):
+            message = (
+                f"requeue(max_requeues={max_requeues!r}): give how many times the job may "
+                "be requeued, an integer >= 0, or None for no limit"
+            )
+            raise ValueError(message)
         self._exchange(0, "requeue")  # every rank has its checkpoint written
         import torch.distributed as dist
 
+        from helios_env import get_dist_info
+
         first = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
-        plan = decide_requeue()
+        attempt = get_dist_info().attempt
+        plan = decide_requeue(attempt=attempt, max_requeues=max_requeues)
         if not first:
             return plan.with_code(self._exchange(0, "requeue"))  # what rank 0 did
         outcome = requeue_job(plan, timeout=timeout)
         self._exchange(outcome.code, "requeue")
         return outcome
+
+    @property
+    def deadline(self) -> float | None:
+        """When the launcher kills this process, in :func:`time.monotonic` seconds.
+
+        None before a stop signal, or where no launcher says its grace
+        (:attr:`grace`; ``preemption(grace=...)`` or ``HELIOS_PREEMPTION_GRACE`` then).
+        """
+        if self.received_at is None or self.grace.seconds is None:
+            return None
+        return self.received_at + self.grace.seconds
+
+    def time_left(self) -> float | None:
+        """Seconds left before the launcher kills this process (see :attr:`deadline`)."""
+        deadline = self.deadline
+        return None if deadline is None else deadline - time.monotonic()
+
+    @contextlib.contextmanager
+    def saving(self) -> Iterator[None]:
+        """Time the checkpoint written inside, and warn once if it outlasts the grace.
+
+        A save that takes longer than the launcher waits between its stop signal and
+        SIGKILL cannot finish after a stop: the warning comes at the first such save,
+        during training, before it matters, from global rank 0 (one line per job).
+        The time is :attr:`last_save`, on every rank.
+
+        Example::
+
+            import torch
+            from helios_pg import preemption
+
+            with preemption(grace=30) as stop:
+                with stop.saving():
+                    torch.save({"step": 1}, "/tmp/helios-example-checkpoint.pt")
+                print(f"the save took {stop.last_save:.3f} s of {stop.grace.seconds:g}")
+        """
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.last_save = time.monotonic() - started
+            self._warn_slow_save(self.last_save)
+
+    def _warn_slow_save(self, took: float) -> None:
+        if self._warned or self.grace.seconds is None or took <= self.grace.seconds:
+            return
+        self._warned = True
+        from helios_env import get_dist_info
+
+        if get_dist_info().rank != 0:
+            return  # one line for the job, not one per rank
+        message = (
+            f"helios preemption: the last checkpoint took {took:.1f} s, but "
+            f"{self.grace.source}: a save after a stop signal would be killed before it "
+            "ends. Save less or faster (torch.distributed.checkpoint's async_save, a "
+            "sharded state), or give the job more time and say so (preemption(grace=...) "
+            "or HELIOS_PREEMPTION_GRACE)\n"
+        )
+        sys.stderr.write(message)
+        sys.stderr.flush()
 
     def close(self) -> None:
         """Put back the handlers that were installed before; safe to call twice.
@@ -209,21 +301,41 @@ def _refuse_without_group(call: str) -> None:
         raise PreemptionError(message)
 
 
-def preemption(signals: Sequence[str | int] = DEFAULT_SIGNALS) -> Preemption:
+def preemption(
+    signals: Sequence[str | int] = DEFAULT_SIGNALS,
+    *,
+    shield_workers: bool = True,
+    grace: float | None = None,
+) -> Preemption:
     """Watch for the signals that stop a job, until ``close()`` or ``shutdown()``.
 
     The handlers only set a flag, and call the handler installed before them where it
     is a Python function. Call it in the main thread (Python runs signal handlers
-    there), before or after ``init()``.
+    there), before or after ``init()``, and before the first DataLoader with workers
+    is iterated.
+
+    A cluster signals every process of the job at once, DataLoader workers included,
+    which die of it. While the watcher is open, the workers of every DataLoader
+    iterated (``fork``, ``spawn`` and ``forkserver`` alike) start with the watched
+    signals blocked: they serve batches until the loop stops and the iterator ends
+    them. A worker that still cannot block them (forked by a forkserver started before
+    this call) is named on stderr.
 
     Args:
         signals: Names (``"SIGUSR1"``, ``"USR1"``) or numbers of the signals to watch.
+        shield_workers: False to leave DataLoader workers as torch starts them.
+        grace: Seconds the job has between the stop signal and SIGKILL, where the
+            launcher does not say it or says it wrong; else ``HELIOS_PREEMPTION_GRACE``,
+            else the launcher's (SLURM's ``KillWait``, torchrun's 30 s, Kubernetes' 30 s
+            default). See :attr:`Preemption.grace`, :meth:`Preemption.time_left` and
+            :meth:`Preemption.saving`.
 
     Returns:
         The watcher: ``should_stop()`` in the loop, ``requeue()`` after the checkpoint.
 
     Raises:
-        ValueError: A name or number that is no signal.
+        ValueError: A name or number that is no signal, or a grace (argument or
+            ``HELIOS_PREEMPTION_GRACE``) that is not a positive number of seconds.
         RuntimeError: Called outside the main thread.
 
     Example::
@@ -249,9 +361,22 @@ def preemption(signals: Sequence[str | int] = DEFAULT_SIGNALS) -> Preemption:
             "starting the training threads"
         )
         raise RuntimeError(message)
-    watcher = Preemption(list(dict.fromkeys(numbers)))
+    found = find_grace(None if grace is None else grace_from(grace, "grace"))
+    watcher = Preemption(list(dict.fromkeys(numbers)), shield_workers=shield_workers, grace=found)
     _active.append(watcher)
+    if shield_workers:
+        install(_shielded_signals)
     return watcher
+
+
+def _shielded_signals() -> frozenset[int]:
+    """The signals of the open watchers that shield DataLoader workers."""
+    return frozenset(
+        number
+        for watcher in _active
+        if watcher.shield_workers and not watcher.closed
+        for number in watcher.signals
+    )
 
 
 def close_all() -> None:

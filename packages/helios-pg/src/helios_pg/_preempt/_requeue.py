@@ -14,6 +14,10 @@ Rank 0 does it, once every rank has saved (``Preemption.requeue``):
   and the program is to exit with :data:`EXIT_REQUEUE` (75, ``EX_TEMPFAIL``), which
   the batch script tests to resubmit itself. Never a silent no-op: rank 0 prints what
   it did, or why it could not.
+
+Past ``max_requeues`` (the job's attempt, :attr:`helios_env.DistributedInfo.attempt`,
+has reached it), nothing is requeued: the job ends with :data:`EXIT_LIMIT` and a line
+that says so.
 """
 
 from __future__ import annotations
@@ -29,13 +33,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["EXIT_REQUEUE", "MARKER_VARIABLE", "Requeue", "decide_requeue", "requeue_job"]
+__all__ = [
+    "EXIT_LIMIT",
+    "EXIT_REQUEUE",
+    "MARKER_VARIABLE",
+    "Requeue",
+    "decide_requeue",
+    "requeue_job",
+]
 
 EXIT_REQUEUE = 75
 """The exit status that asks the batch script to resubmit the job (``EX_TEMPFAIL``)."""
+EXIT_LIMIT = 1
+"""The exit status of a job stopped past its requeues: it did not finish its work."""
 MARKER_VARIABLE = "HELIOS_REQUEUE_FILE"
-How = Literal["scontrol", "launcher", "marker"]
-_CODES: dict[How, int] = {"scontrol": 1, "launcher": 2, "marker": 3}
+How = Literal["scontrol", "launcher", "marker", "limit"]
+_CODES: dict[How, int] = {"scontrol": 1, "launcher": 2, "marker": 3, "limit": 4}
 
 
 @dataclass(frozen=True)
@@ -44,8 +57,10 @@ class Requeue:
 
     Attributes:
         how: ``"scontrol"`` (SLURM requeued the job), ``"launcher"`` (torchrun alone:
-            exit cleanly, the operator restarts the job) or ``"marker"`` (a marker
-            file was written; the batch script resubmits on :attr:`exit_status`).
+            exit cleanly, the operator restarts the job), ``"marker"`` (a marker
+            file was written; the batch script resubmits on :attr:`exit_status`) or
+            ``"limit"`` (the job has been requeued ``max_requeues`` times: nothing was
+            done, and the job ends with status 1).
         exit_status: The status to end the program with.
         job: The job requeued or to requeue, where a launcher names one.
         marker: The marker file, for ``"marker"``.
@@ -77,6 +92,9 @@ class Requeue:
             return Requeue("scontrol", 0, self.job, None, f"rank 0 requeued SLURM job {self.job}")
         if how == "launcher":
             return _fallback(self.job, "", how="launcher")
+        if how == "limit":
+            detail = "rank 0 found the job at max_requeues: not requeuing it again"
+            return Requeue("limit", EXIT_LIMIT, self.job, None, detail)
         return _fallback(self.job, "rank 0 could not requeue the job")
 
 
@@ -107,17 +125,31 @@ def _fallback(job: str | None, why: str, *, how: How = "marker") -> Requeue:
     return Requeue("marker", EXIT_REQUEUE, job, marker, detail)
 
 
-def decide_requeue(environ: dict[str, str] | None = None) -> Requeue:
+def decide_requeue(
+    environ: dict[str, str] | None = None,
+    *,
+    attempt: int = 0,
+    max_requeues: int | None = None,
+) -> Requeue:
     """What ``requeue()`` will do here, from the launcher's variables.
 
     Args:
         environ: The environment; ``os.environ`` when omitted.
+        attempt: The job's attempt, the same on every rank.
+        max_requeues: How many times the job may be requeued; None: no limit.
 
     Returns:
         The plan, the same on every rank of a job.
     """
     env = os.environ if environ is None else environ
     job = _job(env)
+    if max_requeues is not None and attempt >= max_requeues:
+        detail = (
+            f"this is attempt {attempt} of the job, which has been requeued "
+            f"max_requeues={max_requeues} times: not requeuing it again; it ends here "
+            f"with status {EXIT_LIMIT} (raise max_requeues to let it go on)"
+        )
+        return Requeue("limit", EXIT_LIMIT, job, None, detail)
     if job is not None:
         if shutil.which("scontrol") is None:
             return _fallback(job, f"cannot requeue SLURM job {job}: scontrol is not on PATH")
