@@ -5,7 +5,8 @@
 job is signalled (``scancel --signal=USR1``, or one rank's process alone with
 ``kill -USR1``), or SLURM signals it itself before its time limit
 (``--time=1 --signal=USR1@30``). In the signalled jobs each rank draws its batches
-from a DataLoader with two forked workers, which SLURM's signal reaches too. Every rank
+from a DataLoader with two workers (forked, or spawned on rank 1, where SIGUSR1's
+default action would end them), which SLURM's signal reaches too. Every rank
 stops after the same step, with its workers alive until it ends them, rank 0
 saves, ``requeue()`` runs ``scontrol requeue``; SLURM holds a requeued job for a while
 (``BeginTime``), which the test lifts. The second attempt knows it is one, resumes at
@@ -101,7 +102,7 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
         "HELIOS_TEST_STEPS": "400" if how == "time_limit" else "40",
     }
     if how in ("scancel", "time_limit"):
-        env["HELIOS_TEST_LOADER"] = "fork,fork,fork,fork"
+        env["HELIOS_TEST_LOADER"] = "fork,spawn,fork,fork"  # SIGUSR1 ends a spawned one
     options = ["-N2", "--ntasks-per-node=2", "--requeue", "--open-mode=append", "--parsable"]
     if how == "time_limit":
         options += ["--time=1", "--signal=USR1@30"]

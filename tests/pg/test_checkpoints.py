@@ -21,8 +21,11 @@ from helios_env import DistributedInfo
 from helios_pg import Checkpoints
 
 
-def test_a_checkpoint_is_a_folder_with_its_state_generators_and_numbers(tmp_path: Path) -> None:
-    checkpoints = Checkpoints(tmp_path / "ckpt")
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_checkpoint_is_a_folder_with_its_state_generators_and_numbers(
+    tmp_path: Path, fsync: bool
+) -> None:
+    checkpoints = Checkpoints(tmp_path / "ckpt", fsync=fsync)
     path = checkpoints.save({"weights": torch.arange(3)}, step=12, epoch=1, batch=4)
     assert path == tmp_path / "ckpt" / "step-000000012"
     assert sorted(entry.name for entry in path.iterdir()) == ["meta.json", "rng-0.pt", "state.pt"]

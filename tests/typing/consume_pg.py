@@ -76,7 +76,7 @@ def consume(group: dist.ProcessGroup) -> None:
         assert_type(outcome.exit_status, int)
         assert_type(outcome.requeued, bool)
         assert_type(outcome.marker, Path | None)
-    checkpoints = Checkpoints("checkpoints", keep=3, every_rank=False)
+    checkpoints = Checkpoints("checkpoints", keep=3, every_rank=False, fsync=True)
     assert_type(checkpoints.save({"step": 1}, step=1, epoch=0, batch=1), Path)
     resumed = checkpoints.load(map_location="cpu", weights_only=True)
     assert_type(resumed, Resumed | None)

@@ -29,6 +29,7 @@ CASES: dict[str, Callable[[], Measured]] = {
     "collectives": partial(ranks.on_ranks, "collectives", 2),
     "check": partial(ranks.on_ranks, "check", 2, 8),
     "hostlist": single.hostlists,
+    "checkpoint": single.checkpoints,
     "ranks": ranks.plugin,
     "busbw": busbw.run,
     "preemption": partial(ranks.on_ranks, "preemption", 2, 8, 32),

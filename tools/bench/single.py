@@ -24,7 +24,16 @@ from pathlib import Path
 
 from tools.bench.common import ROOT, Measured, paired, row, run_checked
 
-__all__ = ["CALLS", "PAIRS", "WARMUP", "gating", "hostlists", "imports", "instructions"]
+__all__ = [
+    "CALLS",
+    "PAIRS",
+    "WARMUP",
+    "checkpoints",
+    "gating",
+    "hostlists",
+    "imports",
+    "instructions",
+]
 
 _PYTHON = [sys.executable, "-I", "-W", "ignore", "-c"]
 _IMPORTS = ("pass", "import helios_env, helios_log", "import torch.distributed")
@@ -180,3 +189,50 @@ def instructions() -> Measured:
 
 if __name__ == "__main__":
     _worker(sys.argv[1], int(sys.argv[2]))
+
+
+def checkpoints() -> Measured:
+    """``Checkpoints.save`` of a 100 MB state against ``torch.save`` of it, in one process.
+
+    Against a plain ``torch.save`` (what the goal compares), and against the same made
+    durable by hand (``torch.save`` to a temporary file, fsync, rename), which is what
+    Checkpoints adds beside the generators and the metadata.
+    """
+    import torch
+
+    from helios_pg import Checkpoints
+
+    state = {"weights": torch.randn(25 * 2**20)}  # 100 MiB of float32
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="helios-bench-", dir=ROOT) as name:
+        folder = Path(name)
+        steps = iter(range(10**6))
+        durable_saver = Checkpoints(folder / "helios", keep=1)
+        quick_saver = Checkpoints(folder / "quick", keep=1, fsync=False)
+
+        def ours() -> None:
+            durable_saver.save(state, step=next(steps))
+
+        def quick() -> None:
+            quick_saver.save(state, step=next(steps))
+
+        def plain() -> None:
+            torch.save(state, folder / "plain.pt")
+
+        def durable() -> None:
+            partial = folder / "durable.pt.partial"
+            with partial.open("wb") as handle:
+                torch.save(state, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            partial.replace(folder / "durable.pt")
+
+        for helios, mine, other, theirs, goal in (
+            ("Checkpoints(fsync=False).save", quick, "torch.save", plain, "<= 1.05"),
+            ("Checkpoints.save", ours, "torch.save", plain, "report"),
+            ("Checkpoints.save", ours, "torch.save, fsync, rename", durable, "<= 1.05"),
+        ):
+            measured = paired(mine, theirs, number=1, repeat=11)
+            case = "checkpoint: save a 100 MiB state, one process"
+            rows.append(row(case, helios, other, measured, goal=goal))
+    return rows, {}

@@ -35,9 +35,12 @@ from pathlib import Path
 
 # Held, not acted on, until preemption() has its handlers: a stop signal that comes
 # while torch imports (SLURM's --signal=USR1@30 fixes its moment, not the rank's)
-# then stops the job after a step instead of killing the rank.
+# then stops the job after a step instead of killing the rank. Only in the rank: a
+# spawned DataLoader worker runs this module too (as __mp_main__), and must owe its
+# blocked signals to preemption() alone.
 STOP_SIGNALS = {signal.SIGUSR1, signal.SIGTERM}
-signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 from typing import Any  # noqa: E402
 

@@ -95,7 +95,9 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _fsync(path: Path) -> None:
+def _fsync(path: Path, durable: bool = True) -> None:
+    if not durable:
+        return
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -103,14 +105,15 @@ def _fsync(path: Path) -> None:
         os.close(descriptor)
 
 
-def _write(path: Path, data: object) -> None:
-    """``torch.save`` to ``path``, flushed to the disk."""
+def _write(path: Path, data: object, durable: bool) -> None:
+    """``torch.save`` to ``path``, flushed to the disk where ``durable``."""
     import torch
 
     with path.open("wb") as handle:
         torch.save(data, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 class Checkpoints:
@@ -123,6 +126,11 @@ class Checkpoints:
             after each save.
         every_rank: Each rank saves its own state (sharded optimizers, per-rank data
             state); by default rank 0 saves the state it is given.
+        fsync: Flush every file and folder to the disk before the checkpoint counts as
+            complete, so that it survives the node crashing too, not only the job being
+            killed (which leaves what was written in the page cache). It makes a save
+            of 100 MiB about twice as long as a plain ``torch.save`` on a local disk
+            (``python -m tools.bench checkpoint``); False where only preemption matters.
 
     Raises:
         ValueError: ``keep`` is not a positive integer.
@@ -143,7 +151,12 @@ class Checkpoints:
     """
 
     def __init__(
-        self, folder: str | os.PathLike[str], *, keep: int = 2, every_rank: bool = False
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        keep: int = 2,
+        every_rank: bool = False,
+        fsync: bool = True,
     ) -> None:
         given: object = keep
         if not isinstance(given, int) or isinstance(given, bool) or given < 1:
@@ -155,6 +168,7 @@ class Checkpoints:
         self.folder = Path(folder)
         self.keep = keep
         self.every_rank = every_rank
+        self.fsync = fsync
 
     def complete(self) -> list[Path]:
         """The complete checkpoints, the oldest first."""
@@ -173,7 +187,7 @@ class Checkpoints:
         A collective: every rank calls it with the same numbers. Rank 0 (every rank,
         with ``every_rank=True``) writes ``state``; every rank writes its random
         generators; once all are on disk, rank 0 writes the metadata and renames the
-        folder to its final name, then removes checkpoints beyond :attr:`keep`. Wrap it
+        folder to its final name, then removes checkpoints beyond ``keep``. Wrap it
         in ``Preemption.saving()`` to time it against the launcher's grace.
 
         Args:
@@ -196,12 +210,13 @@ class Checkpoints:
         partial = self.folder / f"{name}{_PARTIAL}-{attempt}"
         partial.mkdir(parents=True, exist_ok=True)
         if self.every_rank or rank == 0:
-            _write(partial / (f"state-{rank}.pt" if self.every_rank else "state.pt"), dict(state))
+            name_of_state = f"state-{rank}.pt" if self.every_rank else "state.pt"
+            _write(partial / name_of_state, dict(state), self.fsync)
         # Only where CUDA is in use already: reading its generators would initialize it.
         started = bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
         cuda = torch.cuda.get_rng_state_all() if started else None
         rng = {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": cuda}
-        _write(partial / f"rng-{rank}.pt", rng)
+        _write(partial / f"rng-{rank}.pt", rng, self.fsync)
         _barrier()  # every rank's files are on disk
         final = self.folder / name
         if rank == 0:
@@ -209,12 +224,12 @@ class Checkpoints:
             meta |= {"attempt": attempt, "world_size": _world(), "every_rank": self.every_rank}
             meta["time"] = time.time()
             (partial / "meta.json").write_text(json.dumps(meta) + "\n")
-            _fsync(partial / "meta.json")
-            _fsync(partial)
+            _fsync(partial / "meta.json", self.fsync)
+            _fsync(partial, self.fsync)
             if final.exists():  # the same step saved again (a rerun): the new one wins
                 shutil.rmtree(final)
             partial.replace(final)
-            _fsync(self.folder)
+            _fsync(self.folder, self.fsync)
             self._prune()
         _barrier()  # no rank goes on before the checkpoint is complete
         return final
