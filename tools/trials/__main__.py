@@ -94,7 +94,7 @@ def judge(output: str, checkpoint: Path) -> dict[str, Any]:
     if len(lines) != NPROC or len(steps) != 1:
         return {"outcome": "ranks disagree or missing", "lines": lines}
     (step,) = steps
-    saved = torch.load(checkpoint)["step"] if checkpoint.exists() else None
+    saved = torch.load(checkpoint, weights_only=True)["step"] if checkpoint.exists() else None
     if saved != step:
         return {"outcome": "checkpoint missing or stale", "step": step, "saved": saved}
     if "closing signal SIGKILL" in output:
