@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from helios_env import DistributedInfo
-from helios_pg import Checkpoints
+from helios_pg import Checkpoints, PreemptionError
 
 
 @pytest.mark.parametrize("fsync", [True, False])
@@ -74,6 +74,29 @@ def test_the_generators_come_back_as_they_were_at_the_save(tmp_path: Path) -> No
     found = (torch.rand(3), random.random())
     assert torch.equal(found[0], expected[0])
     assert found[1] == expected[1]
+
+
+def test_a_step_saved_again_replaces_the_first_whole(tmp_path: Path) -> None:
+    checkpoints = Checkpoints(tmp_path)
+    checkpoints.save({"take": 1}, step=4)
+    checkpoints.save({"take": 2}, step=4)
+    resumed = checkpoints.load()
+    assert resumed is not None
+    assert resumed.state == {"take": 2}
+    assert [entry.name for entry in tmp_path.iterdir()] == ["step-000000004"]
+
+
+def test_without_a_group_under_a_multi_rank_launcher_it_names_init(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    checkpoints = Checkpoints(tmp_path)
+    with pytest.raises(PreemptionError, match=r"Checkpoints.save\(\) needs the process group"):
+        checkpoints.save({}, step=1)
+    with pytest.raises(PreemptionError, match=r"Checkpoints.load\(\) needs the process group"):
+        checkpoints.load()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("keep", [0, -1, 1.5, True])

@@ -224,9 +224,9 @@ def test_past_max_requeues_nothing_is_requeued_and_the_job_ends_failed(
     assert (outcome.how, outcome.exit_status, outcome.requeued) == ("limit", 1, False)
     said = capsys.readouterr().err.splitlines()[-1]
     assert said == (
-        "helios requeue: this is attempt 3 of the job, which has been requeued "
-        "max_requeues=3 times: not requeuing it again; it ends here with status 1 (raise "
-        "max_requeues to let it go on)"
+        "helios requeue: this is attempt 3 of the job (SLURM's requeues and torchrun's "
+        "restarts), at max_requeues=3: not requeuing it again; it ends here with status 1 "
+        "(raise max_requeues to let it go on)"
     )
     assert Requeue("scontrol", 0, None, None, "").with_code(outcome.code).how == "limit"
 

@@ -6,13 +6,16 @@ save leaves no folder that looks complete:
 
 - ``state.pt``: the state rank 0 saved (or ``state-RANK.pt``, one per rank, with
   ``every_rank=True``);
-- ``rng-RANK.pt``: each rank's Python and torch (CPU, and CUDA where initialized)
-  random generators;
+- ``rng-RANK.pt``: each rank's Python and torch random generators (the CPU's, and its
+  current CUDA device's where CUDA is in use);
 - ``meta.json``: the step, the epoch, the batches of that epoch already trained on, the
   job's attempt, the world size and the time.
 
 Every rank calls :meth:`Checkpoints.save` (two barriers of the default group) and
-:meth:`Checkpoints.load`; the folder must be one every rank sees (a shared file system).
+:meth:`Checkpoints.load` (rank 0 chooses the checkpoint, every rank reads it); the folder
+must be one every rank sees (a shared file system). Old checkpoints, and a step saved
+again, are renamed out of sight before they are removed, so a kill at any moment leaves
+whole checkpoints only.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from helios_pg._errors import PreemptionError
 
 __all__ = ["Checkpoints", "Resumed"]
 
@@ -69,11 +74,11 @@ class Resumed:
         """
         import torch
 
-        rng = torch.load(self.path / f"rng-{_rank()}.pt", weights_only=False)
+        rng = torch.load(self.path / f"rng-{_rank()}.pt", weights_only=True)
         random.setstate(rng["python"])
         torch.set_rng_state(rng["torch"])
         if rng.get("cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+            torch.cuda.set_rng_state(rng["cuda"])  # this rank's device's
 
 
 def _rank() -> int:
@@ -95,6 +100,17 @@ def _barrier() -> None:
         dist.barrier()
 
 
+def _agreed(path: Path | None) -> Path | None:
+    """Rank 0's choice, on every rank: a file system's cached listing may differ."""
+    import torch.distributed as dist
+
+    if _world() == 1:
+        return path
+    box = [None if path is None else str(path)]
+    dist.broadcast_object_list(box, src=0)
+    return None if box[0] is None else Path(box[0])
+
+
 def _fsync(path: Path, durable: bool = True) -> None:
     if not durable:
         return
@@ -114,6 +130,32 @@ def _write(path: Path, data: object, durable: bool) -> None:
         if durable:
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def _discard(path: Path) -> None:
+    """Remove a checkpoint folder: first out of sight (renamed), so never half of one."""
+    hidden = path.with_name(f"{path.name}{_PARTIAL}-discarded-{os.getpid()}")
+    path.rename(hidden)
+    shutil.rmtree(hidden, ignore_errors=True)
+
+
+def _refuse_without_group(call: str) -> None:
+    """Raise where the launcher started several ranks but no process group exists."""
+    import torch.distributed as dist
+
+    from helios_env import get_dist_info
+
+    if dist.is_available() and dist.is_initialized():
+        return
+    info = get_dist_info()
+    if info.world_size > 1:
+        message = (
+            f"Checkpoints.{call}() needs the process group: the launcher started "
+            f"{info.world_size} ranks (this is rank {info.rank}), but none is initialized, "
+            "so every rank would write or read the same files as rank 0; call "
+            "helios_pg.init() first"
+        )
+        raise PreemptionError(message)
 
 
 class Checkpoints:
@@ -199,11 +241,16 @@ class Checkpoints:
 
         Returns:
             The checkpoint's folder.
+
+        Raises:
+            PreemptionError: The launcher started several ranks but no process group
+                exists (call ``helios_pg.init()`` first).
         """
         import torch
 
         from helios_env import get_dist_info
 
+        _refuse_without_group("save")
         rank = _rank()
         name = f"step-{step:09d}"
         attempt = get_dist_info().attempt
@@ -214,7 +261,7 @@ class Checkpoints:
             _write(partial / name_of_state, dict(state), self.fsync)
         # Only where CUDA is in use already: reading its generators would initialize it.
         started = bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
-        cuda = torch.cuda.get_rng_state_all() if started else None
+        cuda = torch.cuda.get_rng_state() if started else None  # this rank's device's
         rng = {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": cuda}
         _write(partial / f"rng-{rank}.pt", rng, self.fsync)
         _barrier()  # every rank's files are on disk
@@ -227,17 +274,18 @@ class Checkpoints:
             _fsync(partial / "meta.json", self.fsync)
             _fsync(partial, self.fsync)
             if final.exists():  # the same step saved again (a rerun): the new one wins
-                shutil.rmtree(final)
+                _discard(final)
             partial.replace(final)
             _fsync(self.folder, self.fsync)
-            self._prune()
         _barrier()  # no rank goes on before the checkpoint is complete
+        if rank == 0:
+            self._prune()
         return final
 
     def _prune(self) -> None:
         """Remove complete checkpoints beyond ``keep``, and partial ones of earlier runs."""
         for old in self.complete()[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            _discard(old)
         for entry in self.folder.iterdir():
             if _PARTIAL in entry.name:
                 with contextlib.suppress(OSError):
@@ -260,13 +308,15 @@ class Checkpoints:
 
         Raises:
             FileNotFoundError: The checkpoint has no state for this rank.
+            PreemptionError: As :meth:`save`.
         """
         import torch
 
+        _refuse_without_group("load")
         found = self.complete()
-        if not found:
+        path = _agreed(found[-1] if found else None)
+        if path is None:
             return None
-        path = found[-1]
         meta = json.loads((path / "meta.json").read_text())
         rank = _rank()
         name = f"state-{rank}.pt" if meta.get("every_rank") else "state.pt"

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["GRACE_VARIABLE", "Grace", "find_grace", "grace_from"]
+__all__ = ["GRACE_VARIABLE", "Grace", "find_grace", "grace_from", "variable_grace"]
 
 GRACE_VARIABLE = "HELIOS_PREEMPTION_GRACE"
 TORCHRUN_GRACE = 30.0
@@ -76,6 +76,19 @@ def _kill_wait(timeout: float = 5.0) -> float | None:
     return float(found.group(1)) if found and done.returncode == 0 else None
 
 
+def variable_grace(environ: Mapping[str, str] | None = None) -> Grace | None:
+    """The grace ``HELIOS_PREEMPTION_GRACE`` gives, if set.
+
+    Raises:
+        ValueError: It is not a positive number.
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(GRACE_VARIABLE, "").strip()
+    if not text:
+        return None
+    return Grace(grace_from(text, GRACE_VARIABLE), f"{GRACE_VARIABLE}={text}")
+
+
 def find_grace(given: float | None, environ: Mapping[str, str] | None = None) -> Grace:
     """The grace of this job: ``given``, the variable, or the launcher's.
 
@@ -89,10 +102,9 @@ def find_grace(given: float | None, environ: Mapping[str, str] | None = None) ->
     env = os.environ if environ is None else environ
     if given is not None:
         return Grace(given, f"preemption(grace={given:g})")
-    text = env.get(GRACE_VARIABLE, "").strip()
-    if text:
-        seconds = grace_from(text, GRACE_VARIABLE)
-        return Grace(seconds, f"{GRACE_VARIABLE}={text}")
+    variable = variable_grace(env)
+    if variable is not None:
+        return variable
     found: list[Grace] = []
     if env.get("SLURM_JOB_ID"):
         wait = _kill_wait()

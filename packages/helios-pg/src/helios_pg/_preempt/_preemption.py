@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from helios_pg._errors import PreemptionError
-from helios_pg._preempt._grace import Grace, find_grace, grace_from
+from helios_pg._preempt._grace import Grace, find_grace, grace_from, variable_grace
 from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
 from helios_pg._preempt._shield import install
 from helios_pg._signals import signal_from
@@ -53,8 +53,7 @@ class Preemption:
         self.signals = tuple(numbers)
         self.shield_workers = shield_workers
         """Whether DataLoader workers started while it is open block its signals."""
-        self.grace = grace if grace is not None else find_grace(None)
-        """Seconds from the stop signal to SIGKILL, and who says so."""
+        self._grace = grace
         self.received: int | None = None
         """The first stop signal this process received, if any."""
         self.received_at: float | None = None
@@ -192,11 +191,24 @@ class Preemption:
         return outcome
 
     @property
-    def deadline(self) -> float | None:
-        """When the launcher kills this process, in :func:`time.monotonic` seconds.
+    def grace(self) -> Grace:
+        """Seconds from the stop signal to SIGKILL, and who says so.
 
-        None before a stop signal, or where no launcher says its grace
-        (:attr:`grace`; ``preemption(grace=...)`` or ``HELIOS_PREEMPTION_GRACE`` then).
+        ``preemption(grace=...)``, else ``HELIOS_PREEMPTION_GRACE``, else the launcher's,
+        found the first time it is asked for (SLURM's with ``scontrol show config``).
+        """
+        if self._grace is None:
+            self._grace = find_grace(None)
+        return self._grace
+
+    @property
+    def deadline(self) -> float | None:
+        """When the launcher kills this process at the earliest, in :func:`time.monotonic` s.
+
+        Counted from this process's first stop signal: None before it (also on a rank
+        that received none while ``should_stop()`` says True), or where no launcher says
+        its grace (:attr:`grace`; ``preemption(grace=...)`` or
+        ``HELIOS_PREEMPTION_GRACE`` then). Never branch a collective call on it.
         """
         if self.received_at is None or self.grace.seconds is None:
             return None
@@ -361,8 +373,12 @@ def preemption(
             "starting the training threads"
         )
         raise RuntimeError(message)
-    found = find_grace(None if grace is None else grace_from(grace, "grace"))
-    watcher = Preemption(list(dict.fromkeys(numbers)), shield_workers=shield_workers, grace=found)
+    # The argument and the variable are checked now; the launcher's is found when needed.
+    given = variable_grace()
+    if grace is not None:
+        seconds = grace_from(grace, "grace")
+        given = Grace(seconds, f"preemption(grace={seconds:g})")
+    watcher = Preemption(list(dict.fromkeys(numbers)), shield_workers=shield_workers, grace=given)
     _active.append(watcher)
     if shield_workers:
         install(_shielded_signals)

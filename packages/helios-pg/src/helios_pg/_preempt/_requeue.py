@@ -16,8 +16,10 @@ Rank 0 does it, once every rank has saved (``Preemption.requeue``):
   it did, or why it could not.
 
 Past ``max_requeues`` (the job's attempt, :attr:`helios_env.DistributedInfo.attempt`,
-has reached it), nothing is requeued: the job ends with :data:`EXIT_LIMIT` and a line
-that says so.
+which counts SLURM's requeues and torchrun's restarts, has reached it), nothing is
+requeued: the job ends with :data:`EXIT_LIMIT` and a line that says so. A job
+resubmitted by its batch script on a marker starts at attempt 0 again: the cap does
+not count those.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Requeue:
         how: ``"scontrol"`` (SLURM requeued the job), ``"launcher"`` (torchrun alone:
             exit cleanly, the operator restarts the job), ``"marker"`` (a marker
             file was written; the batch script resubmits on :attr:`exit_status`) or
-            ``"limit"`` (the job has been requeued ``max_requeues`` times: nothing was
+            ``"limit"`` (the job's attempt has reached ``max_requeues``: nothing was
             done, and the job ends with status 1).
         exit_status: The status to end the program with.
         job: The job requeued or to requeue, where a launcher names one.
@@ -145,9 +147,9 @@ def decide_requeue(
     job = _job(env)
     if max_requeues is not None and attempt >= max_requeues:
         detail = (
-            f"this is attempt {attempt} of the job, which has been requeued "
-            f"max_requeues={max_requeues} times: not requeuing it again; it ends here "
-            f"with status {EXIT_LIMIT} (raise max_requeues to let it go on)"
+            f"this is attempt {attempt} of the job (SLURM's requeues and torchrun's "
+            f"restarts), at max_requeues={max_requeues}: not requeuing it again; it ends "
+            f"here with status {EXIT_LIMIT} (raise max_requeues to let it go on)"
         )
         return Requeue("limit", EXIT_LIMIT, job, None, detail)
     if job is not None:

@@ -16,6 +16,11 @@ Their rank may still end them with SIGTERM, as ``Process.terminate()`` and
 multiprocessing's exit handler do: the first thing each worker runs (its
 ``worker_init_fn``, then the user's) starts a thread that takes the blocked signals and
 ends the worker on one its rank sent, as torch's own handler does for its parent's.
+
+A forkserver started by a shielded iterator keeps the signals blocked (so that the job's
+signal does not end it, which would end its workers too), and so does every process it
+forks later: another ``multiprocessing`` child of that start method then ignores
+``terminate()``'s SIGTERM too; end it with ``kill()``.
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ def _start_method(context: Any) -> str | None:
     import multiprocessing
 
     if context is None:
-        return multiprocessing.get_start_method(allow_none=True)
+        return multiprocessing.get_start_method()  # fixes the default, as torch's start does
     method = getattr(context, "get_start_method", None)
     return str(method()) if callable(method) else None
 
