@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helios_pg._errors import PreemptionError
-
 __all__ = ["Checkpoints", "Resumed"]
 
 _COMPLETE = re.compile(r"^step-(\d+)$")
@@ -140,22 +138,13 @@ def _discard(path: Path) -> None:
 
 
 def _refuse_without_group(call: str) -> None:
-    """Raise where the launcher started several ranks but no process group exists."""
     import torch.distributed as dist
 
-    from helios_env import get_dist_info
+    from helios_pg._preempt._preemption import refuse_without_group
 
-    if dist.is_available() and dist.is_initialized():
-        return
-    info = get_dist_info()
-    if info.world_size > 1:
-        message = (
-            f"Checkpoints.{call}() needs the process group: the launcher started "
-            f"{info.world_size} ranks (this is rank {info.rank}), but none is initialized, "
-            "so every rank would write or read the same files as rank 0; call "
-            "helios_pg.init() first"
-        )
-        raise PreemptionError(message)
+    if not (dist.is_available() and dist.is_initialized()):
+        risk = "every rank would write or read the same files as rank 0"
+        refuse_without_group(f"Checkpoints.{call}()", risk)
 
 
 class Checkpoints:

@@ -28,7 +28,7 @@ from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
 from helios_pg._preempt._shield import install
 from helios_pg._signals import signal_from
 
-__all__ = ["Preemption", "close_all", "preemption"]
+__all__ = ["Preemption", "close_all", "preemption", "refuse_without_group"]
 
 _MARK = 0x5A_5A5A_5A5A
 """Added to every value a rank sends in the agreement, so that a word from another
@@ -294,23 +294,33 @@ class Preemption:
         self.close()
 
 
-def _refuse_without_group(call: str) -> None:
+def refuse_without_group(call: str, risk: str) -> None:
     """Raise where the launcher started several ranks but no process group exists.
 
-    Each rank would answer for itself alone: one rank stops while the others train on.
+    Args:
+        call: What was called (``"Preemption.should_stop()"``), for the message.
+        risk: What would go wrong if each rank went on alone.
+
+    Raises:
+        PreemptionError: Several ranks, no group.
     """
     from helios_env import get_dist_info
 
     info = get_dist_info()
     if info.world_size > 1:
         message = (
-            f"Preemption.{call}() needs the process group: the launcher started "
-            f"{info.world_size} ranks (this is rank {info.rank}), but none is "
-            "initialized, so each rank would answer for itself and one could stop while "
-            "the others train on; call helios_pg.init() first (and shutdown() after the "
-            "loop)"
+            f"{call} needs the process group: the launcher started {info.world_size} "
+            f"ranks (this is rank {info.rank}), but none is initialized, so {risk}; "
+            "call helios_pg.init() first (and shutdown() after the loop)"
         )
         raise PreemptionError(message)
+
+
+def _refuse_without_group(call: str) -> None:
+    refuse_without_group(
+        f"Preemption.{call}()",
+        "each rank would answer for itself and one could stop while the others train on",
+    )
 
 
 def preemption(
