@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from helios_env import (
     get_world_size,
     inspect_environment,
 )
+from helios_env.integration import consume_requeue_marker, requeue_marker
 from tests.env.launchers import hand_set_env, open_mpi_env, set_environ, slurm_env, torchrun_env
 
 
@@ -245,6 +248,62 @@ def test_the_attempt_counts_requeues_and_restarts(
     assert report.info.attempt == attempt
     assert report.sources["attempt"] == source
     assert f"attempt        {attempt}  [{source}]" in report.format()
+
+
+@pytest.mark.parametrize("restarts", [{}, {"SLURM_RESTART_COUNT": "1"}])
+def test_a_run_a_requeue_marker_asked_for_is_the_next_attempt(
+    tmp_path: Path, restarts: dict[str, str]
+) -> None:
+    marker = tmp_path / f"marker-{len(restarts)}"
+    marker.write_text(json.dumps({"attempt": 2, "job": None, "detail": "", "time": 0.0}))
+    environ = hand_set_env(rank=0, world_size=2) | restarts | {"HELIOS_REQUEUE_FILE": str(marker)}
+    report = inspect_environment(environ)
+
+    assert report.info.attempt == 3 + len(restarts)
+    said = f"the requeue marker {marker} (attempt 2 + 1)"
+    assert report.sources["attempt"] == " + ".join([*restarts, said])
+    # Read once per process: the marker gone, or rewritten by this run, changes nothing.
+    marker.write_text(json.dumps({"attempt": 3}))
+    assert inspect_environment(environ).info.attempt == 3 + len(restarts)
+    marker.unlink()
+    assert inspect_environment(environ).info.attempt == 3 + len(restarts)
+
+
+def test_a_marker_written_after_the_first_look_does_not_count(tmp_path: Path) -> None:
+    environ = {"HELIOS_REQUEUE_FILE": str(tmp_path / "marker")}
+    assert inspect_environment(environ).info.attempt == 0
+    (tmp_path / "marker").write_text(json.dumps({"attempt": 0}))  # this run's requeue()
+    assert inspect_environment(environ).info.attempt == 0
+    assert consume_requeue_marker(environ) is None  # never a marker this run wrote
+    assert (tmp_path / "marker").exists()
+
+
+def test_the_counted_marker_is_removed_once(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    marker.write_text("{}")  # no attempt: an older helios's marker, attempt 0
+    environ = {"HELIOS_REQUEUE_FILE": str(marker)}
+    assert inspect_environment(environ).info.attempt == 1
+    assert consume_requeue_marker(environ) == marker
+    assert not marker.exists()
+    marker.write_text("{}")  # the next stop of this run
+    assert consume_requeue_marker(environ) is None
+    assert marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("variables", "name"),
+    [
+        ({}, "helios-requeue-job"),
+        ({"SLURM_JOB_NAME": "train run/1"}, "helios-requeue-train_run_1"),
+        ({"SLURM_JOB_NAME": "train", "SLURM_ARRAY_TASK_ID": "4"}, "helios-requeue-train-4"),
+    ],
+)
+def test_the_marker_keeps_its_name_when_the_job_submits_itself_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert requeue_marker(variables | {"SLURM_JOB_ID": "123"}) == tmp_path / name
+    assert requeue_marker({"HELIOS_REQUEUE_FILE": "/x/m"}) == Path("/x/m")
 
 
 def test_a_malformed_restart_count_is_named() -> None:

@@ -8,9 +8,11 @@ to the agent, and a restart that resumes from the checkpoint.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +28,15 @@ from helios_pg._preempt._grace import GRACE_VARIABLE, Grace, find_grace
 from helios_pg._preempt._preemption import _active, close_all
 from helios_pg._preempt._requeue import EXIT_REQUEUE, Requeue
 from tests.pg.torchrun_jobs import run_jobs
-from tests.support.procs import Finished, results, run_hand_started
+from tests.support.procs import (
+    Finished,
+    base_env,
+    free_port,
+    launcher_variables,
+    results,
+    run_hand_started,
+    run_processes,
+)
 
 WORKER = Path(__file__).parent / "workers" / "preempted.py"
 MISMATCH = Path(__file__).parent / "workers" / "stop_mismatch.py"
@@ -356,6 +366,45 @@ def test_should_stop_on_one_rank_only_never_answers_true(args: list[str], raised
     outcomes = {r["rank"]: r["outcome"] for r in results(finished)}
     detail = "\n".join(f.describe() for f in finished)
     assert outcomes.get(0, "").startswith(raised), detail
+
+
+def test_a_run_started_from_the_marker_counts_its_attempt_and_removes_the_marker(
+    tmp_path: Path,
+) -> None:
+    """Two ranks without a launcher stop, leave the marker, and are started again."""
+    marker = tmp_path / "helios-requeue-job"  # the default name, in the working directory
+    env = {
+        "HELIOS_TEST_PREEMPT": "usr1_one",
+        "HELIOS_TEST_CHECKPOINT": str(tmp_path / "checkpoint.json"),
+        "HELIOS_TEST_PG_TIMEOUT": "15",
+        "HELIOS_TEST_STEPS": "8",
+    }
+
+    def run() -> tuple[list[Finished], dict[int, dict[str, object]]]:
+        port = free_port()
+        commands = []
+        for rank in range(2):
+            variables = base_env(env) | launcher_variables(rank, 2, port)
+            variables.pop("HELIOS_REQUEUE_FILE", None)
+            commands.append(([sys.executable, str(WORKER)], variables))
+        finished = run_processes(commands, limit=60, cwd=tmp_path)
+        by_rank = {int(r["rank"]): r for r in results(finished) if "attempt" in r}
+        return finished, by_rank
+
+    first, stopped = run()
+    detail = "\n".join(f.describe() for f in first)
+    assert [f.returncode for f in first] == [EXIT_REQUEUE] * 2, detail
+    assert json.loads(marker.read_text())["attempt"] == 0, detail
+    second, resumed = run()
+    detail += "\n".join(f.describe() for f in second)
+    assert [f.returncode for f in second] == [0, 0], detail
+    assert {entry["attempt"] for entry in resumed.values()} == {1}, detail
+    (last,) = {entry["stopped"] for entry in stopped.values()}
+    assert {entry["start"] for entry in resumed.values()} == {int(str(last)) + 1}, detail
+    assert not marker.exists(), detail
+    said = f"helios requeue: this run is attempt 1 of the job, asked for by the marker {marker}"
+    assert said in second[0].stderr, detail
+    assert said not in second[1].stderr, detail
 
 
 @pytest.fixture(scope="module")

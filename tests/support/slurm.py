@@ -48,6 +48,7 @@ from tests.support.procs import (
 
 __all__ = [
     "INSTALL_HINT",
+    "PREEMPT_PARTITION",
     "TOOLS",
     "Cluster",
     "ClusterError",
@@ -63,6 +64,8 @@ DEFAULT_CPUS = 8
 VIRTUAL_CPUS = 4
 """CPUs each virtual node declares (:func:`virtual_cluster`)."""
 PARTITION = "debug"
+PREEMPT_PARTITION = "high"
+"""On :func:`virtual_cluster`: a job here preempts (requeues) the default partition's jobs."""
 START_LIMIT = 30.0
 """Seconds :func:`private_cluster` waits for the cluster to run a step."""
 STOP_LIMIT = 10.0
@@ -224,18 +227,25 @@ def _write_conf(
     cpus: int,
     ports: Mapping[str, int],
     extra: Sequence[str] = (),
+    *,
+    kill_wait: int = 2,
+    partitions: Sequence[str] = (),
 ) -> Path:
     """Write ``slurm.conf`` for ``nodes`` (name, address); the first runs the controller.
 
     With several nodes, each slurmd has its own spool directory, pid file and log
     (``%n``: the node's name), since the nodes share this file system. ``extra``
-    lines go before the nodes.
+    lines go before the nodes; ``partitions`` are added to the default one (their
+    ``PartitionName=`` lines, or options of the default one where they start with a
+    space).
     """
     user = "root"
     conf = root / "slurm.conf"
     (host, addr), names = nodes[0], ",".join(name for name, _ in nodes)
     node = "-%n" if len(nodes) > 1 else ""
     spool = f"{root}/spool/%n" if len(nodes) > 1 else f"{root}/spool"
+    options = "".join(line for line in partitions if line.startswith(" "))
+    more = "".join(f"{line}\n" for line in partitions if not line.startswith(" "))
     node_lines = "\n".join(
         [
             *extra,
@@ -273,11 +283,11 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 InactiveLimit=0
-KillWait=2
+KillWait={kill_wait}
 MessageTimeout=10
 {node_lines}
-PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP
-"""
+PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP{options}
+{more}"""
     )
     return conf
 
@@ -476,13 +486,21 @@ def virtual_cluster(
     ports = {"slurmctld": nodes.free_port(first.index), "slurmd": nodes.free_port(first.index)}
     # sbatch --wait sleeps 2, then 8, then 32 s between polls while the sleep is under
     # MinJobAge / 2 (300 s by default): a job of 10 s is seen done after 42 s. Here it
-    # polls every 2 s.
+    # polls every 2 s. A job in PREEMPT_PARTITION preempts the default partition's jobs,
+    # which SLURM requeues; a stopped job's ranks have KillWait to save and requeue.
+    names = ",".join(node.name for node in nodes.nodes)
     conf = _write_conf(
         root,
         [(node.name, node.address) for node in nodes.nodes],
         cpus,
         ports,
-        extra=["MinJobAge=4"],
+        extra=["MinJobAge=4", "PreemptType=preempt/partition_prio", "PreemptMode=REQUEUE"],
+        kill_wait=10,
+        partitions=[
+            " PriorityTier=1 PreemptMode=REQUEUE",
+            f"PartitionName={PREEMPT_PARTITION} Nodes={names} MaxTime=INFINITE State=UP "
+            "PriorityTier=2 PreemptMode=OFF",
+        ],
     )
     for node in nodes.nodes:
         (root / "spool" / node.name).mkdir()

@@ -28,6 +28,7 @@ from helios_pg import (
     RendezvousConfigError,
     Requeue,
     Resumed,
+    StopCause,
     default_backend,
     init,
     init_dist,
@@ -71,6 +72,11 @@ def consume(group: dist.ProcessGroup) -> None:
         with stop.saving():
             pass
         assert_type(stop.last_save, float | None)
+        cause = stop.cause(timeout=5.0)
+        assert_type(cause, StopCause)
+        assert_type(cause.time_left, float | None)
+        if cause.kind == "time_limit":
+            assert_type(cause.detail, str)
         outcome = stop.requeue(timeout=30.0, max_requeues=3)
         assert_type(outcome, Requeue)
         assert_type(outcome.exit_status, int)

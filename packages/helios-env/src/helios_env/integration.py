@@ -4,8 +4,9 @@ helios-pg and helios-collectives use these names, and so may any package that ma
 process groups: record the node layout a group learned (so that
 :func:`helios_env.get_dist_info` answers from it while that group lives), build and
 compare the fingerprints the ranks must agree on, pick gloo's network interface, read
-helios's on/off variables, and say which variables are missing in helios's words. Like
-the rest of helios-env, nothing here imports torch.
+helios's on/off variables, say which variables are missing in helios's words, and find
+(and, once the run it asked for has started, remove) the requeue marker a stopped run
+left. Like the rest of helios-env, nothing here imports torch.
 """
 
 from helios_env._differences import (
@@ -25,6 +26,8 @@ from helios_env._fingerprint import MUST_AGREE, Fingerprint, fingerprint
 from helios_env._interface import VARIABLE as GLOO_INTERFACE_VARIABLE
 from helios_env._interface import GlooInterface, gloo_interface
 from helios_env._learned import LEARNED, forget_layout, learned_layout, record_layout
+from helios_env._marker import MARKER_VARIABLE as REQUEUE_MARKER_VARIABLE
+from helios_env._marker import consume_requeue_marker, requeue_marker
 from helios_env._rendezvous import MPI4PY_HINT
 from helios_env._sources import ASSUMED
 from helios_env._switches import switch
@@ -37,9 +40,11 @@ __all__ = [
     "LEARNED",
     "MPI4PY_HINT",
     "MUST_AGREE",
+    "REQUEUE_MARKER_VARIABLE",
     "Difference",
     "Fingerprint",
     "GlooInterface",
+    "consume_requeue_marker",
     "describe",
     "differences",
     "disagreement_message",
@@ -52,6 +57,7 @@ __all__ = [
     "not_set",
     "ranks_on",
     "record_layout",
+    "requeue_marker",
     "settings_message",
     "switch",
 ]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from helios_pg._preempt import Preemption as Preemption
     from helios_pg._preempt import Requeue as Requeue
     from helios_pg._preempt import Resumed as Resumed
+    from helios_pg._preempt import StopCause as StopCause
     from helios_pg._preempt import preemption as preemption
     from helios_pg._setup import init as init
     from helios_pg._setup import process_group as process_group
@@ -50,6 +51,7 @@ _PUBLIC = {
     "RendezvousConfigError": "helios_pg._errors",
     "Requeue": "helios_pg._preempt",
     "Resumed": "helios_pg._preempt",
+    "StopCause": "helios_pg._preempt",
     "default_backend": "helios_pg._backend",
     "init": "helios_pg._setup",
     "init_dist": "helios_pg._helios_ml",

@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 from helios_pg._errors import PreemptionError
+from helios_pg._preempt._cause import StopCause, read_cause
 from helios_pg._preempt._grace import Grace, find_grace, grace_from, variable_grace
 from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
 from helios_pg._preempt._shield import install
@@ -54,6 +55,7 @@ class Preemption:
         self.shield_workers = shield_workers
         """Whether DataLoader workers started while it is open block its signals."""
         self._grace = grace
+        self._cause: StopCause | None = None
         self.received: int | None = None
         """The first stop signal this process received, if any."""
         self.received_at: float | None = None
@@ -183,12 +185,44 @@ class Preemption:
 
         first = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
         attempt = get_dist_info().attempt
-        plan = decide_requeue(attempt=attempt, max_requeues=max_requeues)
         if not first:
+            plan = decide_requeue(attempt=attempt, max_requeues=max_requeues)
             return plan.with_code(self._exchange(0, "requeue"))  # what rank 0 did
-        outcome = requeue_job(plan, timeout=timeout)
+        cause = self._ask_cause(timeout, keep=True)
+        plan = decide_requeue(attempt=attempt, max_requeues=max_requeues, cause=cause)
+        outcome = requeue_job(plan, timeout=timeout, attempt=attempt)
         self._exchange(outcome.code, "requeue")
         return outcome
+
+    def cause(self, *, timeout: float = 10.0) -> StopCause:
+        """Why the job is being stopped, as far as the launcher says; asked once.
+
+        Under SLURM, one ``scontrol show job`` tells its time limit, a preemption, a
+        cancellation and a signal while the job runs apart (with the time left before
+        the time limit); elsewhere the signal is all there is. No collective: call it
+        on any rank, after a stop (on rank 0, :meth:`requeue` does, and follows it).
+
+        Args:
+            timeout: Seconds ``scontrol`` may take.
+
+        Returns:
+            The cause; once the job stops, the same object on later calls.
+        """
+        return self._ask_cause(timeout, keep=self.received is not None or self._stopping)
+
+    def _ask_cause(self, timeout: float, *, keep: bool) -> StopCause:
+        if self._cause is not None:
+            return self._cause
+        if self.received is not None:
+            said = signal.Signals(self.received).name
+        elif self._stopping:
+            said = "a stop (another rank's signal)"
+        else:
+            said = "a stop without a signal"
+        cause = read_cause(said, timeout=timeout)
+        if keep:
+            self._cause = cause  # what SLURM says changes no more once the job stops
+        return cause
 
     @property
     def grace(self) -> Grace:

@@ -10,16 +10,20 @@ Rank 0 does it, once every rank has saved (``Preemption.requeue``):
   (status 0), after which the operator that runs the job (Kubernetes' controller, say)
   starts it again;
 - otherwise, and where ``scontrol`` is missing or fails: rank 0 writes a marker file
-  (``HELIOS_REQUEUE_FILE``, by default ``helios-requeue-JOB`` in the working directory)
-  and the program is to exit with :data:`EXIT_REQUEUE` (75, ``EX_TEMPFAIL``), which
-  the batch script tests to resubmit itself. Never a silent no-op: rank 0 prints what
-  it did, or why it could not.
+  (``HELIOS_REQUEUE_FILE``, by default ``helios-requeue-NAME`` in the working
+  directory, ``NAME`` being SLURM's job name, else ``job``) that records this run's
+  attempt, and the program is to exit with :data:`EXIT_REQUEUE` (75, ``EX_TEMPFAIL``),
+  which the batch script tests to resubmit itself; the run it starts counts the next
+  attempt and removes the marker (:mod:`helios_env`, ``helios_pg.init()``). Never a
+  silent no-op: rank 0 prints what it did, or why it could not.
 
-Past ``max_requeues`` (the job's attempt, :attr:`helios_env.DistributedInfo.attempt`,
-which counts SLURM's requeues and torchrun's restarts, has reached it), nothing is
-requeued: the job ends with :data:`EXIT_LIMIT` and a line that says so. A job
-resubmitted by its batch script on a marker starts at attempt 0 again: the cap does
-not count those.
+Where SLURM says why the job stops (:mod:`helios_pg._preempt._cause`), rank 0 follows it:
+a job SLURM has requeued itself (a preemption in ``PreemptMode=REQUEUE``) is not requeued
+again (``"slurm"``, status 0), and a cancelled one (``scancel`` without ``--signal``) is
+not brought back (``"cancelled"``, :data:`EXIT_STOPPED`). Past ``max_requeues`` (the
+job's attempt, :attr:`helios_env.DistributedInfo.attempt`, which counts SLURM's requeues,
+torchrun's restarts and runs started from a marker, has reached it), nothing is
+requeued: the job ends with :data:`EXIT_STOPPED` and a line that says so.
 """
 
 from __future__ import annotations
@@ -35,22 +39,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from helios_env import get_dist_info
+from helios_env.integration import consume_requeue_marker, requeue_marker
+from helios_pg._preempt._cause import StopCause
+
 __all__ = [
-    "EXIT_LIMIT",
     "EXIT_REQUEUE",
-    "MARKER_VARIABLE",
+    "EXIT_STOPPED",
     "Requeue",
     "decide_requeue",
+    "marker_consumed",
     "requeue_job",
 ]
 
 EXIT_REQUEUE = 75
 """The exit status that asks the batch script to resubmit the job (``EX_TEMPFAIL``)."""
-EXIT_LIMIT = 1
-"""The exit status of a job stopped past its requeues: it did not finish its work."""
-MARKER_VARIABLE = "HELIOS_REQUEUE_FILE"
-How = Literal["scontrol", "launcher", "marker", "limit"]
-_CODES: dict[How, int] = {"scontrol": 1, "launcher": 2, "marker": 3, "limit": 4}
+EXIT_STOPPED = 1
+"""The exit status of a job that ends unfinished: past its requeues, or cancelled."""
+How = Literal["scontrol", "slurm", "launcher", "marker", "limit", "cancelled"]
+_CODES: dict[How, int] = {
+    "scontrol": 1,
+    "launcher": 2,
+    "marker": 3,
+    "limit": 4,
+    "slurm": 5,
+    "cancelled": 6,
+}
 
 
 @dataclass(frozen=True)
@@ -58,11 +72,13 @@ class Requeue:
     """What ``requeue()`` did, the same on every rank.
 
     Attributes:
-        how: ``"scontrol"`` (SLURM requeued the job), ``"launcher"`` (torchrun alone:
-            exit cleanly, the operator restarts the job), ``"marker"`` (a marker
-            file was written; the batch script resubmits on :attr:`exit_status`) or
-            ``"limit"`` (the job's attempt has reached ``max_requeues``: nothing was
-            done, and the job ends with status 1).
+        how: ``"scontrol"`` (rank 0 requeued the job), ``"slurm"`` (SLURM had requeued
+            it already: a preemption), ``"launcher"`` (torchrun alone: exit cleanly, the
+            operator restarts the job), ``"marker"`` (a marker file was written; the
+            batch script resubmits on :attr:`exit_status`), ``"limit"`` (the job's
+            attempt has reached ``max_requeues``) or ``"cancelled"`` (SLURM is ending
+            a cancelled job: it is not brought back). After the last two nothing was
+            done, and the job ends with status 1.
         exit_status: The status to end the program with.
         job: The job requeued or to requeue, where a launcher names one.
         marker: The marker file, for ``"marker"``.
@@ -78,7 +94,7 @@ class Requeue:
     @property
     def requeued(self) -> bool:
         """Whether the job is back in SLURM's queue."""
-        return self.how == "scontrol"
+        return self.how in ("scontrol", "slurm")
 
     @property
     def code(self) -> int:
@@ -94,9 +110,15 @@ class Requeue:
             return Requeue("scontrol", 0, self.job, None, f"rank 0 requeued SLURM job {self.job}")
         if how == "launcher":
             return _fallback(self.job, "", how="launcher")
+        if how == "slurm":
+            detail = f"rank 0 found SLURM job {self.job} requeued already: nothing to do"
+            return Requeue("slurm", 0, self.job, None, detail)
         if how == "limit":
             detail = "rank 0 found the job at max_requeues: not requeuing it again"
-            return Requeue("limit", EXIT_LIMIT, self.job, None, detail)
+            return Requeue("limit", EXIT_STOPPED, self.job, None, detail)
+        if how == "cancelled":
+            detail = f"rank 0 found SLURM job {self.job} cancelled: not requeuing it"
+            return Requeue("cancelled", EXIT_STOPPED, self.job, None, detail)
         return _fallback(self.job, "rank 0 could not requeue the job")
 
 
@@ -107,11 +129,6 @@ def _job(environ: dict[str, str] | os._Environ[str]) -> str | None:
     return environ.get("SLURM_JOB_ID") or None
 
 
-def _marker(job: str | None) -> Path:
-    configured = os.environ.get(MARKER_VARIABLE)
-    return Path(configured) if configured else Path.cwd() / f"helios-requeue-{job or 'job'}"
-
-
 def _fallback(job: str | None, why: str, *, how: How = "marker") -> Requeue:
     if how == "launcher":
         detail = (
@@ -119,7 +136,7 @@ def _fallback(job: str | None, why: str, *, how: How = "marker") -> Requeue:
             "job's operator start it again"
         )
         return Requeue("launcher", 0, job, None, detail)
-    marker = _marker(job)
+    marker = requeue_marker()
     detail = (
         f"{why}: wrote {marker}; exit with status {EXIT_REQUEUE} and let the batch "
         "script resubmit the job"
@@ -132,6 +149,7 @@ def decide_requeue(
     *,
     attempt: int = 0,
     max_requeues: int | None = None,
+    cause: StopCause | None = None,
 ) -> Requeue:
     """What ``requeue()`` will do here, from the launcher's variables.
 
@@ -139,34 +157,46 @@ def decide_requeue(
         environ: The environment; ``os.environ`` when omitted.
         attempt: The job's attempt, the same on every rank.
         max_requeues: How many times the job may be requeued; None: no limit.
+        cause: Why the job stops, where rank 0 asked the launcher.
 
     Returns:
-        The plan, the same on every rank of a job.
+        The plan.
     """
     env = os.environ if environ is None else environ
     job = _job(env)
+    if cause is not None and cause.kind == "requeued":
+        return Requeue("slurm", 0, job, None, f"{cause.detail}: nothing to do")
+    if cause is not None and cause.kind == "cancelled":
+        detail = (
+            f"{cause.detail}: not bringing it back; it ends here with status "
+            f"{EXIT_STOPPED} (submit it again to resume from its checkpoint; to stop a "
+            "job so that it requeues, signal it: scancel --signal=TERM)"
+        )
+        return Requeue("cancelled", EXIT_STOPPED, job, None, detail)
     if max_requeues is not None and attempt >= max_requeues:
         detail = (
             f"this is attempt {attempt} of the job (SLURM's requeues and torchrun's "
             f"restarts), at max_requeues={max_requeues}: not requeuing it again; it ends "
-            f"here with status {EXIT_LIMIT} (raise max_requeues to let it go on)"
+            f"here with status {EXIT_STOPPED} (raise max_requeues to let it go on)"
         )
-        return Requeue("limit", EXIT_LIMIT, job, None, detail)
+        return Requeue("limit", EXIT_STOPPED, job, None, detail)
     if job is not None:
         if shutil.which("scontrol") is None:
             return _fallback(job, f"cannot requeue SLURM job {job}: scontrol is not on PATH")
-        return Requeue("scontrol", 0, job, None, f"requeue SLURM job {job} (scontrol requeue)")
+        why = f"{cause.detail}: " if cause is not None else ""
+        return Requeue("scontrol", 0, job, None, f"{why}requeue SLURM job {job} (scontrol requeue)")
     if env.get("TORCHELASTIC_RUN_ID"):
         return _fallback(None, "", how="launcher")
     return _fallback(None, "not under SLURM, nothing to requeue")
 
 
-def requeue_job(plan: Requeue, *, timeout: float) -> Requeue:
+def requeue_job(plan: Requeue, *, timeout: float, attempt: int = 0) -> Requeue:
     """Carry out ``plan`` (rank 0 does), and say what was done on stderr.
 
     Args:
         plan: From :func:`decide_requeue`.
         timeout: Seconds ``scontrol`` may take.
+        attempt: This run's attempt, which a marker records for the next run.
 
     Returns:
         What was done: ``plan``, or the marker file where ``scontrol`` failed.
@@ -186,10 +216,40 @@ def requeue_job(plan: Requeue, *, timeout: float) -> Requeue:
             why = f"scontrol requeue {plan.job} failed ({failure}; submitted with --requeue?)"
             outcome = _fallback(plan.job, why)
     if outcome.how == "marker" and outcome.marker is not None:
-        record = {"job": outcome.job, "detail": outcome.detail, "time": time.time()}
+        record = {
+            "attempt": attempt,
+            "job": outcome.job,
+            "detail": outcome.detail,
+            "time": time.time(),
+        }
         with contextlib.suppress(OSError):
             outcome.marker.parent.mkdir(parents=True, exist_ok=True)
             outcome.marker.write_text(json.dumps(record) + "\n")
     sys.stderr.write(f"helios requeue: {outcome.detail}\n")
     sys.stderr.flush()
     return outcome
+
+
+def marker_consumed(rank: int) -> Path | None:
+    """Remove the marker that asked for this run, now that its group has formed.
+
+    Every rank has counted it by then (each read it before it joined the group). Rank
+    0 removes it and says so on stderr; the other ranks leave it.
+
+    Args:
+        rank: This process's rank in the new group.
+
+    Returns:
+        The marker removed, or None.
+    """
+    if rank != 0:
+        return None
+    removed = consume_requeue_marker()
+    if removed is not None:
+        attempt = get_dist_info().attempt
+        sys.stderr.write(
+            f"helios requeue: this run is attempt {attempt} of the job, asked for by the "
+            f"marker {removed}, which is now removed\n"
+        )
+        sys.stderr.flush()
+    return removed

@@ -1,8 +1,9 @@
 """What ``init`` sets up beside the group once it has formed, for ``shutdown`` to undo.
 
-The layout learned from the ranks' host names is recorded for ``helios_env``. The
-failure reporter and the hang watchdog (:mod:`helios_pg._reports`) are started, each
-with a connection of its own to the job's store: a new client of the store init met at
+The layout learned from the ranks' host names is recorded for ``helios_env``, and the
+requeue marker that asked for this run is removed. The failure reporter and the hang
+watchdog (:mod:`helios_pg._reports`) are started, each with a connection of its own to
+the job's store: a new client of the store init met at
 (:func:`helios_pg._setup._store.side_channel`), or, where the group was made from
 ``init_method=`` or ``store=``, a clone of the group's store where torch can clone it
 (a ``TCPStore``; an in-process ``HashStore`` is shared as it is).
@@ -19,6 +20,7 @@ import torch.distributed as dist
 
 from helios_env import DistributedInfo
 from helios_env.integration import record_layout
+from helios_pg._preempt import marker_consumed
 from helios_pg._reports import watch
 from helios_pg._setup._store import EnvStore, Meeting, side_channel
 
@@ -70,6 +72,9 @@ def after_init(
 ) -> None:
     """Record what init learned; install the failure reporter and the watchdog.
 
+    Rank 0 also removes the requeue marker that asked for this run: every rank has
+    counted it before the group could form.
+
     Args:
         layout: The layout learned from the ranks' host names, if any.
         meeting: Where the ranks met, when init reached the store itself.
@@ -82,6 +87,7 @@ def after_init(
     """
     if layout is not None:
         record_layout(layout)
+    marker_consumed(dist.get_rank())
     if not report_failures and hang is None:
         return
     job = meeting.job if meeting else job or f"pid-{os.getpid()}"
