@@ -18,6 +18,7 @@ from helios_env import (
     get_world_size,
     inspect_environment,
 )
+from helios_env._marker import marker_path
 from helios_env.integration import consume_requeue_marker, requeue_marker
 from tests.env.launchers import hand_set_env, open_mpi_env, set_environ, slurm_env, torchrun_env
 
@@ -278,9 +279,10 @@ def test_a_marker_written_after_the_first_look_does_not_count(tmp_path: Path) ->
     assert (tmp_path / "marker").exists()
 
 
-def test_the_counted_marker_is_removed_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", ["{}", "{", ""])
+def test_the_counted_marker_is_removed_once(tmp_path: Path, text: str) -> None:
     marker = tmp_path / "marker"
-    marker.write_text("{}")  # no attempt: an older helios's marker, attempt 0
+    marker.write_text(text)  # an older helios's, or cut short: still a run asked for this one
     environ = {"HELIOS_REQUEUE_FILE": str(marker)}
     assert inspect_environment(environ).info.attempt == 1
     assert consume_requeue_marker(environ) == marker
@@ -302,8 +304,13 @@ def test_the_marker_keeps_its_name_when_the_job_submits_itself_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], name: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert requeue_marker(variables | {"SLURM_JOB_ID": "123"}) == tmp_path / name
-    assert requeue_marker({"HELIOS_REQUEUE_FILE": "/x/m"}) == Path("/x/m")
+    assert marker_path((variables | {"SLURM_JOB_ID": "123"}).get) == tmp_path / name
+    assert marker_path({"HELIOS_REQUEUE_FILE": "m"}.get) == tmp_path / "m"
+    # Where this process looked first, also after a change of directory.
+    environ = {"HELIOS_REQUEUE_FILE": f"marker-{tmp_path.name}"}  # a name of its own
+    assert requeue_marker(environ) == tmp_path / f"marker-{tmp_path.name}"
+    monkeypatch.chdir("/")
+    assert requeue_marker(environ) == tmp_path / f"marker-{tmp_path.name}"
 
 
 def test_a_malformed_restart_count_is_named() -> None:

@@ -221,6 +221,30 @@ def test_outside_slurm_requeue_writes_a_marker_and_asks_for_its_status(
     assert "not under SLURM" in capsys.readouterr().err
 
 
+def test_a_marker_that_cannot_be_written_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("HELIOS_REQUEUE_FILE", str(tmp_path / "file" / "marker"))
+    with preemption() as stop:
+        outcome = stop.requeue()
+    assert (outcome.how, outcome.exit_status) == ("marker", EXIT_REQUEUE)
+    said = capsys.readouterr().err
+    assert "but the marker could not be written (" in said
+    assert "point HELIOS_REQUEUE_FILE at a writable file" in said
+
+
+def test_one_process_without_init_removes_the_marker_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "counted-marker"
+    marker.write_text(json.dumps({"attempt": 4}))
+    monkeypatch.setenv("HELIOS_REQUEUE_FILE", str(marker))
+    with preemption():
+        assert not marker.exists()
+    assert "this run is attempt 5 of the job, asked for by the marker" in capsys.readouterr().err
+
+
 def test_past_max_requeues_nothing_is_requeued_and_the_job_ends_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -234,9 +258,9 @@ def test_past_max_requeues_nothing_is_requeued_and_the_job_ends_failed(
     assert (outcome.how, outcome.exit_status, outcome.requeued) == ("limit", 1, False)
     said = capsys.readouterr().err.splitlines()[-1]
     assert said == (
-        "helios requeue: this is attempt 3 of the job (SLURM's requeues and torchrun's "
-        "restarts), at max_requeues=3: not requeuing it again; it ends here with status 1 "
-        "(raise max_requeues to let it go on)"
+        "helios requeue: this is attempt 3 of the job (SLURM's requeues, torchrun's restarts "
+        "and runs started from a marker), at max_requeues=3: not requeuing it again; it ends "
+        "here with status 1 (raise max_requeues to let it go on)"
     )
     assert Requeue("scontrol", 0, None, None, "").with_code(outcome.code).how == "limit"
 

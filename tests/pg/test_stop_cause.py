@@ -1,9 +1,10 @@
 """Why the job stops, from SLURM's record of it, and what requeue() does about it.
 
-The records are ``scontrol show job`` as SLURM 23.11 printed them at each kind of stop
+The records are ``scontrol show job`` as SLURM 22.05 printed them at each kind of stop
 on a private cluster (a warning before a one-minute limit, the limit itself, a
-preemption in a higher partition, ``scancel``, ``scancel --signal``); the multi-node
-tests stop real jobs each of these ways. Here: the cause each record gives, and
+preemption by a higher partition that requeues and one that cancels, ``scancel``,
+``scancel --signal``); the multi-node
+tests stop real jobs most of these ways. Here: the cause each record gives, and
 ``requeue()`` under an ``scontrol`` that prints such a record.
 """
 
@@ -35,6 +36,11 @@ PREEMPTED = (
 CANCELLED = (
     "JobId=5 JobName=wrap JobState=COMPLETING Reason=None Requeue=1 Restarts=0 "
     "RunTime=00:00:08 TimeLimit=UNLIMITED EndTime=2026-12-05T19:32:47"
+)
+PREEMPTED_CANCELLED = (  # PreemptMode=CANCEL: ending like a cancelled job, PreemptTime set
+    "JobId=2 JobName=wrap JobState=COMPLETING Reason=None Requeue=1 Restarts=0 "
+    "RunTime=00:00:07 TimeLimit=UNLIMITED PreemptEligibleTime=2026-12-05T19:50:43 "
+    "PreemptTime=2026-12-05T19:50:50 EndTime=2026-12-05T19:50:50"
 )
 SIGNALLED = (
     "JobId=3 JobName=wrap JobState=RUNNING Reason=None Requeue=1 Restarts=0 "
@@ -78,7 +84,20 @@ def fields(record: str) -> dict[str, str]:
         ),
         (CANCELLED, 0, "cancelled", "job 7 is being cancelled"),
         (SIGNALLED, 0, "signal", "SIGUSR1 while SLURM job 7 runs (JobState=RUNNING Reason=None)"),
-        ("JobState=PREEMPTED Reason=None Restarts=0", 0, "preempted", "SLURM preempted job 7"),
+        (
+            PREEMPTED_CANCELLED,
+            0,
+            "preempted",
+            "SLURM preempted job 7 "
+            "(PreemptTime=2026-12-05T19:50:50 JobState=COMPLETING Reason=None)",
+        ),
+        (CANCELLED + " PreemptTime=None", 0, "cancelled", "job 7 is being cancelled"),
+        (
+            "JobState=COMPLETING Reason=NodeDown Restarts=0",
+            0,
+            "signal",
+            "SIGUSR1 as SLURM ends job 7 (JobState=COMPLETING Reason=NodeDown)",
+        ),
     ],
 )
 def test_each_record_gives_its_cause(record: str, restarts: int, kind: str, said: str) -> None:
@@ -119,6 +138,7 @@ def slurm_job(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         (PREEMPTED, "slurm", 0, ["show job --oneliner 7"]),
         (CANCELLED, "cancelled", EXIT_STOPPED, ["show job --oneliner 7"]),
         (TIME_LIMIT, "scontrol", 0, ["show job --oneliner 7", "requeue 7"]),
+        (PREEMPTED_CANCELLED, "scontrol", 0, ["show job --oneliner 7", "requeue 7"]),
         (SIGNALLED, "scontrol", 0, ["show job --oneliner 7", "requeue 7"]),
     ],
 )

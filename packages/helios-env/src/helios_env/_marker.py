@@ -10,7 +10,8 @@ the batch script submits itself again: SLURM's job name (and array task), else `
 
 Each process reads the marker once, the first time it asks for the attempt, and keeps
 that answer: removing the file, or a new marker written by this run, changes nothing
-for it.
+for it. A file that cannot be parsed still counts (as written by attempt 0): a run
+asked for this one.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def marker_path(get: Getter) -> Path:
     """
     configured = get(MARKER_VARIABLE)
     if configured:
-        return Path(configured)
+        return Path(configured).absolute()
     name, task = (get(variable) for variable in _NAMES)
     key = re.sub(r"[^A-Za-z0-9._-]", "_", name) if name else "job"
     if name and task:
@@ -59,12 +60,16 @@ def marker_path(get: Getter) -> Path:
 
 def _attempt_in(path: Path) -> int | None:
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except OSError:
         return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None
     attempt = record.get("attempt") if isinstance(record, dict) else None
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
-        return 0 if isinstance(record, dict) else None  # a marker of an older helios
+        return 0  # a marker cut short, or of an older helios: still a run asked for this one
     return attempt
 
 
@@ -113,13 +118,16 @@ def consume_marker(get: Getter) -> Path | None:
 def requeue_marker(environ: Mapping[str, str] | None = None) -> Path:
     """Where a stopped run leaves its requeue marker (see :func:`marker_path`).
 
+    The same path this process looked for a marker at, the first time it asked for the
+    attempt, even if its working directory has changed since.
+
     Args:
         environ: The environment; ``os.environ`` when omitted.
 
     Returns:
-        The marker's path.
+        The marker's absolute path.
     """
-    return marker_path(getter_for(environ))
+    return _lookup(getter_for(environ))[0]
 
 
 def consume_requeue_marker(environ: Mapping[str, str] | None = None) -> Path | None:

@@ -5,9 +5,10 @@ At a stop signal SLURM's record of the job (``scontrol show job``) tells its cau
 - the time limit: ``Reason=TimeLimit`` (the job is ending, SIGTERM then SIGKILL);
 - a preemption that requeues: SLURM has already put the job back in the queue, so its
   ``Restarts`` count is past the one this attempt started with (``SLURM_RESTART_COUNT``);
-  ``JobState=PREEMPTED`` for one that cancels;
-- a cancellation (``scancel`` without ``--signal``, the end of the allocation): the job
-  is ending (``COMPLETING``, ``CANCELLED``) for none of the reasons above;
+- a preemption that cancels: ``PreemptTime`` is set (``JobState`` says ``COMPLETING``
+  then, as it does for every job that is ending);
+- a cancellation (``scancel`` without ``--signal``): the job is ending (``COMPLETING``,
+  ``CANCELLED``) with ``Reason=None``, for none of the reasons above;
 - a signal while the job runs (``scancel --signal``, ``sbatch --signal=SIG@N``'s warning,
   a ``kill``): ``RUNNING``, with the time left before the time limit where it has one.
 
@@ -45,8 +46,9 @@ class StopCause:
             --signal``, SLURM's warning before the time limit, torchrun's agent stopped,
             Kubernetes deleting the pod, Ctrl-C).
         detail: One line that says so, with what SLURM reported.
-        time_left: Seconds from the stop to the job's time limit, where SLURM sets one
-            and the job still runs (``sbatch --signal=USR1@120`` leaves about 120).
+        time_left: Seconds left before the job's time limit when SLURM was asked,
+            where SLURM sets one and the job still runs (``sbatch --signal=USR1@120``
+            leaves about 120 at the signal).
     """
 
     kind: Kind
@@ -67,7 +69,7 @@ def cause_from_job(
 
     Args:
         fields: ``scontrol show job``'s fields (``JobState``, ``Reason``, ``Restarts``,
-            ``EndTime``, ``TimeLimit``).
+            ``PreemptTime``, ``EndTime``, ``TimeLimit``).
         job: The job's id, for the line.
         restarts: ``SLURM_RESTART_COUNT`` when this attempt started.
         signal: The signal's name (``"SIGTERM"``), or words for a stop without one here.
@@ -89,11 +91,15 @@ def cause_from_job(
             f"at {restarts}: a preemption, or scontrol requeue)"
         )
         return StopCause("requeued", detail)
-    if state == "PREEMPTED" or reason.startswith("Preempt"):
-        return StopCause("preempted", f"SLURM preempted job {job} ({said})")
-    if state in _ENDING:
+    preempted_at = fields.get("PreemptTime", "None")
+    if state == "PREEMPTED" or preempted_at not in ("", "None", "Unknown"):
+        detail = f"SLURM preempted job {job} (PreemptTime={preempted_at} {said})"
+        return StopCause("preempted", detail)
+    if state in _ENDING and reason == "None":
         detail = f"job {job} is being cancelled ({said}: scancel, not a preemption)"
         return StopCause("cancelled", detail)
+    if state in _ENDING:
+        return StopCause("signal", f"{signal} as SLURM ends job {job} ({said})")
     left = None
     with_limit = ""
     try:

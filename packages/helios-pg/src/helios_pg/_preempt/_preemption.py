@@ -25,7 +25,7 @@ from typing import Any
 from helios_pg._errors import PreemptionError
 from helios_pg._preempt._cause import StopCause, read_cause
 from helios_pg._preempt._grace import Grace, find_grace, grace_from, variable_grace
-from helios_pg._preempt._requeue import Requeue, decide_requeue, requeue_job
+from helios_pg._preempt._requeue import Requeue, decide_requeue, marker_consumed, requeue_job
 from helios_pg._preempt._shield import install
 from helios_pg._signals import signal_from
 
@@ -38,6 +38,8 @@ _LIMIT = 1 << 16
 """Values are a flag or an exit status: anything at or above this came from elsewhere."""
 DEFAULT_SIGNALS = ("SIGUSR1", "SIGTERM")
 """SLURM's warning before the time limit (``--signal=USR1@120``) and a stop's signal."""
+_CAUSE_TIMEOUT = 10.0
+"""Seconds rank 0's ``scontrol show job`` may take in ``requeue()``, out of the grace."""
 _active: list[Preemption] = []
 Handler = Callable[[int, FrameType | None], Any]
 
@@ -149,11 +151,14 @@ class Preemption:
     def requeue(self, *, timeout: float = 60.0, max_requeues: int | None = None) -> Requeue:
         """Put the job back in the queue, once every rank has reached this call.
 
-        Call it on every rank after the checkpoint is written. Rank 0 requeues: under
-        SLURM, ``scontrol requeue`` of the job (``JOBID_TASKID`` for an array task);
-        under torchrun alone, nothing (the operator restarts the job: exit cleanly);
-        otherwise, or where ``scontrol`` is missing or fails, a marker file and an exit
-        status the batch script tests. Every rank returns the same outcome.
+        Call it on every rank after the checkpoint is written. Rank 0 asks why the job
+        stops (:meth:`cause`), then requeues: under SLURM, ``scontrol requeue`` of the
+        job (``JOBID_TASKID`` for an array task), or nothing where SLURM has requeued it
+        itself (a preemption; the cap below cannot undo that) or is cancelling it
+        (``scancel``); under torchrun alone, nothing (the operator restarts the job:
+        exit cleanly); otherwise, or where ``scontrol`` is missing or fails, a marker
+        file and an exit status the batch script tests. Every rank returns the same
+        outcome.
 
         Args:
             timeout: Seconds ``scontrol`` may take.
@@ -188,7 +193,7 @@ class Preemption:
         if not first:
             plan = decide_requeue(attempt=attempt, max_requeues=max_requeues)
             return plan.with_code(self._exchange(0, "requeue"))  # what rank 0 did
-        cause = self._ask_cause(timeout, keep=True)
+        cause = self._ask_cause(min(timeout, _CAUSE_TIMEOUT), keep=True)
         plan = decide_requeue(attempt=attempt, max_requeues=max_requeues, cause=cause)
         outcome = requeue_job(plan, timeout=timeout, attempt=attempt)
         self._exchange(outcome.code, "requeue")
@@ -199,8 +204,10 @@ class Preemption:
 
         Under SLURM, one ``scontrol show job`` tells its time limit, a preemption, a
         cancellation and a signal while the job runs apart (with the time left before
-        the time limit); elsewhere the signal is all there is. No collective: call it
-        on any rank, after a stop (on rank 0, :meth:`requeue` does, and follows it).
+        the time limit); elsewhere the signal is all there is. No collective, and each
+        rank asks for itself: on rank 0, :meth:`requeue` asks and follows the answer,
+        and once it has requeued the job another rank may read ``"requeued"``. Never
+        branch a collective call on it; to act on it, broadcast rank 0's.
 
         Args:
             timeout: Seconds ``scontrol`` may take.
@@ -424,9 +431,22 @@ def preemption(
         given = Grace(seconds, f"preemption(grace={seconds:g})")
     watcher = Preemption(list(dict.fromkeys(numbers)), shield_workers=shield_workers, grace=given)
     _active.append(watcher)
+    _one_process_started()
     if shield_workers:
         install(_shielded_signals)
     return watcher
+
+
+def _one_process_started() -> None:
+    """A program of one process without ``init()``: its run has started, the marker goes."""
+    import torch.distributed as dist
+
+    from helios_env import get_dist_info
+
+    if dist.is_available() and dist.is_initialized():
+        return  # init() has removed it
+    if get_dist_info().world_size == 1:
+        marker_consumed(0)
 
 
 def _shielded_signals() -> frozenset[int]:

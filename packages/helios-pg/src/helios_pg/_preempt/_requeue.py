@@ -28,18 +28,20 @@ requeued: the job ends with :data:`EXIT_STOPPED` and a line that says so.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from helios_env import get_dist_info
+from helios_env.integration import (
+    REQUEUE_MARKER_VARIABLE as MARKER_VARIABLE,
+)
 from helios_env.integration import consume_requeue_marker, requeue_marker
 from helios_pg._preempt._cause import StopCause
 
@@ -175,8 +177,9 @@ def decide_requeue(
         return Requeue("cancelled", EXIT_STOPPED, job, None, detail)
     if max_requeues is not None and attempt >= max_requeues:
         detail = (
-            f"this is attempt {attempt} of the job (SLURM's requeues and torchrun's "
-            f"restarts), at max_requeues={max_requeues}: not requeuing it again; it ends "
+            f"this is attempt {attempt} of the job (SLURM's requeues, torchrun's restarts "
+            f"and runs started from a marker), at max_requeues={max_requeues}: not "
+            "requeuing it again; it ends "
             f"here with status {EXIT_STOPPED} (raise max_requeues to let it go on)"
         )
         return Requeue("limit", EXIT_STOPPED, job, None, detail)
@@ -222,9 +225,16 @@ def requeue_job(plan: Requeue, *, timeout: float, attempt: int = 0) -> Requeue:
             "detail": outcome.detail,
             "time": time.time(),
         }
-        with contextlib.suppress(OSError):
+        try:
             outcome.marker.parent.mkdir(parents=True, exist_ok=True)
             outcome.marker.write_text(json.dumps(record) + "\n")
+        except OSError as exc:
+            detail = (
+                f"{outcome.detail}; but the marker could not be written ({exc}): the next "
+                f"run will not count this attempt (point {MARKER_VARIABLE} at a writable "
+                "file)"
+            )
+            outcome = replace(outcome, detail=detail)
     sys.stderr.write(f"helios requeue: {outcome.detail}\n")
     sys.stderr.flush()
     return outcome
