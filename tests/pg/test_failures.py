@@ -1,7 +1,8 @@
 """The failure reporter under real torchrun: the failing rank, its traceback, its victims.
 
 One job per way of failing, all started at once: rank 1 of 3 fails, ranks 0 and 2 then
-fail in a collective. torchrun keeps every worker's error file under ``--log-dir``.
+fail in a collective; once in a group made with ``init_method="env://"``. torchrun
+keeps every worker's error file under ``--log-dir``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helios_pg import init, shutdown
+from helios_pg import BackendUnavailableError, init, process_group, shutdown
 from helios_pg._reports import _reporter
 from helios_pg._reports._error_file import write_error_file
 from helios_pg._reports._peer import is_peer_failure
@@ -26,7 +27,7 @@ from tests.pg.torchrun_jobs import names_culprit, root_cause, run_jobs
 from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "failing.py"
-MODES = ("raise", "record", "thread", "exit", "os_exit")
+MODES = ("raise", "env_raise", "record", "thread", "exit", "os_exit", "sigint", "init_backend")
 NPROC = 3
 
 
@@ -61,10 +62,11 @@ def rank_one_exited_with(cause: str, status: int) -> bool:
 
 
 @pytest.mark.faults
+@pytest.mark.parametrize("mode", ["raise", "env_raise"])
 def test_the_root_cause_is_the_failing_rank_with_its_traceback(
-    jobs: dict[str, tuple[Finished, Path]],
+    jobs: dict[str, tuple[Finished, Path]], mode: str
 ) -> None:
-    done, logs = jobs["raise"]
+    done, logs = jobs[mode]
     assert done.returncode != 0
     cause = root_cause(done.stderr + done.stdout)
     assert names_culprit(cause, 1, "ValueError: bad batch 7"), cause
@@ -75,10 +77,11 @@ def test_the_root_cause_is_the_failing_rank_with_its_traceback(
 
 
 @pytest.mark.faults
+@pytest.mark.parametrize("mode", ["raise", "env_raise"])  # env://: out of habit
 def test_the_other_ranks_name_the_rank_that_failed_first(
-    jobs: dict[str, tuple[Finished, Path]],
+    jobs: dict[str, tuple[Finished, Path]], mode: str
 ) -> None:
-    done, logs = jobs["raise"]
+    done, logs = jobs[mode]
     line = "failed first: ValueError: bad batch 7"
     # torchrun stops the other ranks once rank 1 has failed, sometimes before one of
     # them has reported: at least one does, and every error file of theirs says it.
@@ -94,6 +97,34 @@ def test_the_other_ranks_name_the_rank_that_failed_first(
         assert line in message["message"].splitlines()[0]
         assert message["extraInfo"]["py_callstack"].startswith("rank 1 on ")
         assert int(message["extraInfo"]["timestamp"]) > culprit
+
+
+@pytest.mark.faults
+def test_ctrl_c_on_one_rank_is_its_failure_with_its_traceback(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["sigint"]
+    output = done.stderr + done.stdout
+    said = "KeyboardInterrupt (SIGINT: Ctrl-C, or kill -INT)"
+    assert names_culprit(root_cause(output), 1, said), output
+    assert f"failed first: {said}" in output, output
+    files = error_files(logs)
+    assert files[1]["message"]["message"] == said
+    assert "time.sleep(30)" in files[1]["message"]["extraInfo"]["py_callstack"]
+
+
+@pytest.mark.faults
+def test_an_error_init_raises_is_torchruns_root_cause_with_the_programs_frames(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["init_backend"]
+    output = done.stderr + done.stdout
+    assert "rank      : 1 (local_rank: 1)" in root_cause(output), output
+    message = error_files(logs)[1]["message"]
+    assert message["message"].startswith("BackendUnavailableError: "), message
+    stack = message["extraInfo"]["py_callstack"]
+    assert stack.index("in main") < stack.index("in init"), stack  # the program's first
+    assert "error_file: <N/A>" not in root_cause(output), output
 
 
 @pytest.mark.faults
@@ -161,6 +192,82 @@ def test_an_existing_error_file_is_never_overwritten(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh.json"
     assert write_error_file(str(fresh), "ValueError: x", "tb", 1) is True
     assert json.loads(fresh.read_text())["message"]["extraInfo"]["timestamp"] == "1"
+
+
+def test_an_init_that_fails_leaves_a_file_that_a_later_init_takes_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    with pytest.raises(BackendUnavailableError) as raised:
+        init(backend="nccl")  # no CUDA here
+    message = json.loads(path.read_text())["message"]
+    assert message["message"] == f"BackendUnavailableError: {str(raised.value).splitlines()[0]}"
+    stack = message["extraInfo"]["py_callstack"]
+    assert stack.index("test_failures.py") < stack.index("in init"), stack
+    init(backend="gloo")  # a retry that works: the rank did not fail
+    try:
+        assert not path.exists()
+    finally:
+        shutdown()
+    with pytest.raises(BackendUnavailableError):
+        init(backend="nccl", report_failures=False)
+    assert not path.exists()
+
+
+def test_a_shutdown_that_fails_writes_the_error_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    destroy = dist.destroy_process_group
+
+    def failing(group: object = None) -> None:
+        message = "the backend would not let go"
+        raise RuntimeError(message)
+
+    init(backend="gloo")
+    monkeypatch.setattr(dist, "destroy_process_group", failing)
+    try:
+        with pytest.raises(RuntimeError, match="would not let go"):
+            shutdown()
+    finally:
+        monkeypatch.setattr(dist, "destroy_process_group", destroy)
+        shutdown()
+    message = json.loads(path.read_text())["message"]
+    assert message["message"] == "RuntimeError: the backend would not let go"
+    stack = message["extraInfo"]["py_callstack"]
+    assert stack.index("test_failures.py") < stack.index("in shutdown"), stack
+
+
+def train_one_step() -> None:
+    with process_group(backend="gloo"):
+        message = "bad batch 9"
+        raise ValueError(message)
+
+
+def train() -> None:
+    train_one_step()
+
+
+def test_a_failure_inside_process_group_reads_as_python_would_print_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    with pytest.raises(ValueError, match="bad batch 9"):
+        train()
+    stack = json.loads(path.read_text())["message"]["extraInfo"]["py_callstack"]
+    frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
+    names = [frame.rsplit(" in ", 1)[1] for frame in frames]
+    # The program's frames, outermost first, down to the raise; none of helios's.
+    assert names[-3:] == [
+        "test_a_failure_inside_process_group_reads_as_python_would_print_it",
+        "train",
+        "train_one_step",
+    ], stack
+    assert "process_group" not in names, stack
+    assert stack.rstrip().endswith("ValueError: bad batch 9"), stack
 
 
 def raised_in(path: Path, error: BaseException) -> BaseException:

@@ -41,7 +41,7 @@ NO_HOOKS = (
     "this torch's process groups take no hooks: DDP's collectives, issued from C++, are not seen"
 )
 # ddp: the others wait in a collective that torch issues from C++, seen only through hooks.
-MODES = ("skip", "loop", "gil", "ddp") if HOOKS else ("skip", "loop", "gil")
+MODES = ("skip", "skip_preempt", "loop", "gil", *(("ddp",) if HOOKS else ()))
 SOURCE = WORKER.read_text().splitlines()
 FIRST = "rank 1 on host failed first: ValueError: bad batch 9"
 
@@ -112,6 +112,18 @@ def test_torchrun_names_the_hung_rank_as_the_root_cause(
     done, _ = jobs[mode]
     cause = root_cause(done.stderr + done.stdout)
     assert names_culprit(cause, 1, "hang: "), cause
+
+
+@pytest.mark.faults
+def test_a_rank_named_hung_dies_of_torchruns_sigterm_under_preemption(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    """preemption()'s handler would keep the stuck rank alive until torchrun's SIGKILL."""
+    done, _ = jobs["skip_preempt"]
+    output = done.stderr + done.stdout
+    assert "ranks [0, 2]" in roll_call(done), output
+    assert "Unable to shutdown process" not in output, output
+    assert names_culprit(root_cause(output), 1, "hang: "), output
 
 
 @pytest.mark.faults

@@ -85,12 +85,16 @@ def test_an_explicit_gloo_backend_is_honoured_in_a_world_of_one() -> None:
         shutdown()
 
 
-def test_init_runs_a_plain_process_as_a_world_of_one_without_master_address() -> None:
+@pytest.mark.parametrize("init_method", [None, "env://", " ENV:// "])
+def test_init_runs_a_plain_process_as_a_world_of_one_without_master_address(
+    init_method: str | None,
+) -> None:
+    # env:// names the variables helios reads itself: torch's own would need MASTER_ADDR.
     assert "MASTER_ADDR" not in os.environ
     assert "MASTER_PORT" not in os.environ
     before = dict(os.environ)
 
-    init(timeout=TIMEOUT)
+    init(timeout=TIMEOUT, init_method=init_method)
     try:
         assert dist.get_world_size() == 1
         assert dist.get_rank() == 0

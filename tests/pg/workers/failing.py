@@ -1,15 +1,19 @@
 """Worker: rank 1 (or ``HELIOS_TEST_FAILING_RANK``) of a job fails, as the test asks.
 
-``HELIOS_TEST_FAILURE`` says how: ``raise`` (an uncaught ``ValueError``), ``record``
-(the same below torchrun's ``@record``), ``thread`` (a thread dies, then the rank
-exits with status 3), ``exit`` (``SystemExit(3)``), ``os_exit`` (``os._exit(3)``). The
-other ranks wait in an all-reduce that rank 1 never joins, so each of them fails in a
-collective once rank 1 is gone.
+``HELIOS_TEST_FAILURE`` says how: ``raise`` (an uncaught ``ValueError``), ``env_raise``
+(the same in a group made with ``init_method="env://"``), ``record`` (the same below
+torchrun's ``@record``), ``thread`` (a thread dies, then the rank exits with status 3),
+``exit`` (``SystemExit(3)``), ``os_exit`` (``os._exit(3)``), ``sigint`` (SIGINT to
+itself, as Ctrl-C in its terminal: Python raises ``KeyboardInterrupt``),
+``init_backend`` (rank 1 asks ``init`` for nccl, on a machine without CUDA). The other
+ranks wait in an all-reduce that rank 1 never joins (or in the rendezvous), so each of
+them fails once rank 1 is gone.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -25,7 +29,7 @@ FAILING_RANK = int(os.environ.get("HELIOS_TEST_FAILING_RANK", "1"))
 
 
 def fail(mode: str) -> None:
-    if mode in ("raise", "record"):
+    if mode in ("raise", "env_raise", "record"):
         message = "bad batch 7"
         raise ValueError(message)
     if mode == "thread":
@@ -43,11 +47,17 @@ def fail(mode: str) -> None:
     if mode == "os_exit":
         sys.stdout.flush()
         os._exit(3)
+    if mode == "sigint":
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)  # interrupted here
 
 
 def main() -> None:
     mode = os.environ["HELIOS_TEST_FAILURE"]
-    with process_group(timeout=group_timeout()) as info:
+    init_method = "env://" if mode == "env_raise" else None
+    failing = int(os.environ["RANK"]) == FAILING_RANK
+    backend = "nccl" if mode == "init_backend" and failing else None
+    with process_group(timeout=group_timeout(), init_method=init_method, backend=backend) as info:
         dist.all_reduce(torch.ones(1))
         if info.rank == FAILING_RANK:
             time.sleep(0.2)  # the others are in the next all-reduce by now

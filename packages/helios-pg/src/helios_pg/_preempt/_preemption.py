@@ -27,6 +27,7 @@ from helios_pg._preempt._cause import StopCause, read_cause
 from helios_pg._preempt._grace import Grace, find_grace, grace_from, variable_grace
 from helios_pg._preempt._requeue import Requeue, decide_requeue, marker_consumed, requeue_job
 from helios_pg._preempt._shield import install
+from helios_pg._reports import named_hung
 from helios_pg._signals import signal_from
 
 __all__ = ["Preemption", "close_all", "preemption", "refuse_without_group"]
@@ -82,14 +83,16 @@ class Preemption:
             self._previous[number] = previous
 
     def _handle(self, number: int, frame: FrameType | None) -> None:
-        if not self.closed and self.received is None:
+        stuck = named_hung()  # it would never look at the flag: the signal must end it
+        if not self.closed and self.received is None and not stuck:
             self.received, self.received_at = number, time.monotonic()
         previous = self._previous.get(number)
         if callable(previous):
             previous(number, frame)  # another library's handler still runs
-        elif self.closed and previous in (None, signal.SIG_DFL):
-            # Closed while another handler sat on top of this one: act as if this one
-            # had never been installed, which is the default action.
+        elif (stuck or self.closed) and previous in (None, signal.SIG_DFL):
+            # Named hung by the roll call, or closed while another handler sat on top
+            # of this one: act as if this one had never been installed, which is the
+            # default action.
             signal.signal(number, signal.SIG_DFL)
             os.kill(os.getpid(), number)
 

@@ -11,9 +11,16 @@ from helios_pg._reports._hang_settings import (
 )
 from helios_pg._reports._records import Answer
 from helios_pg._reports._reporter import OPT_OUT_VARIABLE as FAILURE_REPORT
+from helios_pg._reports._reporter import init_succeeded, unreported_failure
 from helios_pg._reports._stackdump import RankDumpFile
 from helios_pg._reports._verdict import decide
-from helios_pg._reports._watch import WATCHDOG_SOURCE, start_watchdog, stop_reports, watch
+from helios_pg._reports._watch import (
+    WATCHDOG_SOURCE,
+    named_hung,
+    start_watchdog,
+    stop_reports,
+    watch,
+)
 
 __all__ = [
     "DIRECTORY_VARIABLE",
@@ -24,7 +31,10 @@ __all__ = [
     "RankDumpFile",
     "decide",
     "hang_timeout_from",
+    "init_succeeded",
+    "named_hung",
     "start_watchdog",
     "stop_reports",
+    "unreported_failure",
     "watch",
 ]

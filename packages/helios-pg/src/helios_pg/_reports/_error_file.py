@@ -6,7 +6,8 @@ failure reporter (``helios_pg._reports._reporter``) and the hang watchdog's culp
 (``helios_pg._reports._watchdog``) write it through :func:`write_error_file`, which leaves alone
 a file that ``@record`` wrote. A culprit's file for a hang is provisional: it is
 removed when the hang ends (:func:`retract_hang_file`), or replaced by the rank's own
-failure.
+failure. So is the file for an error ``init()`` raised: removed when an ``init()`` of
+the same process succeeds after it, replaced by a later failure.
 """
 
 from __future__ import annotations

@@ -8,11 +8,21 @@ that the terminal's encoding cannot write, or a million of them. :func:`headline
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import traceback
-from types import TracebackType
+from pathlib import Path
+from types import FrameType, TracebackType
 
-__all__ = ["HEADLINE_LIMIT", "PART_LIMIT", "callstack", "headline", "safe_text"]
+__all__ = [
+    "HEADLINE_LIMIT",
+    "PART_LIMIT",
+    "callstack",
+    "headline",
+    "program_frame",
+    "safe_text",
+]
 
 _RERAISED = re.compile(r"Caught \w+ (?:in|at) (.+?)\.$")
 """The first line of an exception torch's ``ExceptionWrapper`` raised again."""
@@ -21,6 +31,8 @@ HEADLINE_LIMIT = 1000
 """Characters of an exception's message kept in a report's one-line headline."""
 PART_LIMIT = 8000
 """Characters kept of each part of a formatted traceback (a frame, a message)."""
+_PACKAGE = f"{Path(__file__).parents[1]}{os.sep}"
+_START = "Traceback (most recent call last):\n"
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -65,12 +77,15 @@ def headline(exc: BaseException) -> str:
         exc: The exception.
 
     Returns:
-        ``Type: first line``, or ``Type`` for an empty message; for an exception that a
+        ``Type: first line``, or ``Type`` for an empty message (saying which signal
+        raises a ``KeyboardInterrupt``); for an exception that a
         DataLoader worker raised, the worker's own last line and where it was raised
         (``OSError: shard 20 is unreadable (in DataLoader worker process 0)``).
     """
     lines = safe_text(exc).strip().splitlines()
     name = _type_name(exc)
+    if not lines and isinstance(exc, KeyboardInterrupt):
+        return f"{name} (SIGINT: Ctrl-C, or kill -INT)"
     if not lines:
         return name
     reraised = _RERAISED.match(lines[0])
@@ -81,21 +96,66 @@ def headline(exc: BaseException) -> str:
     return f"{name}: {_bounded(lines[0], HEADLINE_LIMIT)}"
 
 
-def callstack(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> str:
+def _ours(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return name.startswith(_PACKAGE) or name == contextlib.__file__
+
+
+def program_frame(frame: FrameType | None) -> FrameType | None:
+    """The first frame from ``frame`` outwards that is neither helios-pg's nor contextlib's.
+
+    Args:
+        frame: Where to start (a helios-pg frame, as ``shutdown()``'s).
+
+    Returns:
+        The program's frame that called into helios-pg (a ``with process_group()``
+        block's), or None.
+    """
+    while frame is not None and _ours(frame):
+        frame = frame.f_back
+    return frame
+
+
+def callstack(
+    kind: type[BaseException],
+    exc: BaseException,
+    tb: TracebackType | None,
+    *,
+    outer: FrameType | None = None,
+) -> str:
     """The formatted traceback of ``exc``, each part bounded in length.
 
     Args:
         kind: The exception's type.
         exc: The exception.
         tb: Its traceback.
+        outer: Where the exception is met, when that is before it reached the program's
+            outer frames (``process_group()``'s ``finally``): the frames of the program
+            that lead there are put first, and helios-pg's own at the top of ``tb`` left
+            out, so that the traceback reads as Python would print it at exit.
 
     Returns:
         What ``traceback.format_exception`` gives, or the headline alone where even
         that fails.
     """
+    leading = ""
+    program = program_frame(outer)
+    if program is not None:
+        callers: FrameType | None = program
+        entry = tb
+        while entry is not None and entry.tb_frame is not program:
+            entry = entry.tb_next
+        if entry is not None:  # it passed through the program: start there
+            tb, callers = entry, program.f_back
+        with contextlib.suppress(Exception):
+            leading = "".join(traceback.format_list(traceback.extract_stack(callers)))
     try:
         parts = traceback.format_exception(kind, exc, tb)
     except Exception:  # a chained exception may misbehave too
         return headline(exc) + "\n"
+    if leading:
+        at = next((i for i, part in enumerate(parts) if part == _START), None)
+        if at is not None:
+            parts.insert(at + 1, leading)
     kept = (_bounded(part, PART_LIMIT) for part in parts)
     return "".join(_printable(part if part.endswith("\n") else part + "\n") for part in kept)

@@ -23,8 +23,10 @@ publication) that still stands.
 
 Reporting never depends on the exception behaving (:mod:`helios_pg._reports._render`). A
 non-zero ``SystemExit`` that passes through ``shutdown()`` (a ``process_group()``
-block) is published at once and written to the error file at exit. ``os._exit()``
-and signals leave nothing to say: the other ranks then say what they know.
+block) is published at once and written to the error file at exit. A
+``KeyboardInterrupt`` (Ctrl-C, or SIGINT to one rank) is a failure like any other:
+without it torchrun shows that rank with "Signal 2" alone. ``os._exit()`` and other
+signals leave nothing to say: the other ranks then say what they know.
 :func:`uninstall` (``shutdown()``) restores the previous hooks, except while an
 exception is propagating (``shutdown()`` in a ``finally``, or a ``process_group()``
 block): that exception is then reported at once, before the group is destroyed, since
@@ -43,11 +45,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from helios_env.integration import switch
-from helios_pg._reports._error_file import ERROR_FILE_VARIABLE, write_error_file
+from helios_pg._reports._error_file import (
+    ERROR_FILE_VARIABLE,
+    retract_hang_file,
+    write_error_file,
+)
 from helios_pg._reports._ledger import Entry, Kind, Ledger
 from helios_pg._reports._peer import is_peer_failure
 from helios_pg._reports._render import callstack, headline
@@ -56,8 +62,10 @@ __all__ = [
     "OPT_OUT_VARIABLE",
     "Reporter",
     "active",
+    "init_succeeded",
     "install",
     "uninstall",
+    "unreported_failure",
 ]
 
 OPT_OUT_VARIABLE = "HELIOS_FAILURE_REPORT"
@@ -143,13 +151,23 @@ class Reporter:
             )
 
     def report(
-        self, kind: type[BaseException], exc: BaseException, tb: TracebackType | None
+        self,
+        kind: type[BaseException],
+        exc: BaseException,
+        tb: TracebackType | None,
+        *,
+        outer: FrameType | None = None,
     ) -> None:
-        """Handle an uncaught exception of the main thread (before the previous hook)."""
-        if os.getpid() != self.pid or isinstance(exc, KeyboardInterrupt | SystemExit):
-            return
+        """Handle an uncaught exception of the main thread (before the previous hook).
+
+        ``outer``: where it is met before it reached the program's outer frames
+        (``shutdown()`` in a ``finally``), which then lead its traceback.
+        """
+        if os.getpid() != self.pid or isinstance(exc, SystemExit):
+            return  # a SystemExit is told at shutdown() (exiting), where it is one
         own: Kind | None = None if is_peer_failure(exc) else "own"
-        self.write(self.explain(headline(exc), callstack(kind, exc, tb), own=own))
+        stack = callstack(kind, exc, tb, outer=outer)
+        self.write(self.explain(headline(exc), stack, own=own))
 
     def thread_died(self, name: str, args: threading.ExceptHookArgs) -> None:
         """Publish a thread's uncaught exception now, and write the error file now."""
@@ -162,11 +180,11 @@ class Reporter:
             self.explain(message, callstack(args.exc_type, exc, args.exc_traceback), own=own)
         )
 
-    def exiting(self, exc: SystemExit) -> None:
+    def exiting(self, exc: SystemExit, outer: FrameType | None = None) -> None:
         """Publish a non-zero ``SystemExit`` passing through ``shutdown()``, and keep it."""
         if exc.code in (0, None) or os.getpid() != self.pid or self.kept is not None:
             return
-        stack = callstack(type(exc), exc, exc.__traceback__)
+        stack = callstack(type(exc), exc, exc.__traceback__, outer=outer)
         self.kept = self.explain(f"SystemExit: {exc.code}", stack, own="own")
 
     def at_exit(self) -> None:
@@ -254,6 +272,42 @@ def active() -> Reporter | None:
     return _reporter
 
 
+def _enabled() -> bool:
+    return switch(OPT_OUT_VARIABLE, os.environ.get(OPT_OUT_VARIABLE), default=True)
+
+
+def unreported_failure(
+    exc: BaseException, caller: FrameType | None, *, enabled: bool = True
+) -> bool:
+    """Write torchrun's error file for an error no reporter sees: ``init()``'s, ``shutdown()``'s.
+
+    The file is provisional: a later failure of this process replaces it, and an
+    ``init()`` that succeeds after it (a retry) removes it. Its traceback starts at
+    ``caller``'s outermost frame, so the program's own frames come first.
+
+    Args:
+        exc: What ``init()`` or ``shutdown()`` raised.
+        caller: The frame that called it.
+        enabled: ``init(report_failures=...)``; ``HELIOS_FAILURE_REPORT=0`` turns it
+            off too.
+
+    Returns:
+        Whether the file was written (only under torchrun, once).
+    """
+    path = os.environ.get(ERROR_FILE_VARIABLE)
+    if not path or not enabled or not _enabled():
+        return False
+    stack = callstack(type(exc), exc, exc.__traceback__, outer=caller)
+    return write_error_file(path, headline(exc), stack, int(time.time()), hang=True)
+
+
+def init_succeeded() -> None:
+    """Remove the error file an earlier ``init()`` of this process wrote, if it stands."""
+    path = os.environ.get(ERROR_FILE_VARIABLE)
+    if path:
+        retract_hang_file(path)
+
+
 def install(rank: int, store: Any | None, key: str) -> Reporter | None:
     """Install the failure reporter for a group just formed.
 
@@ -267,7 +321,7 @@ def install(rank: int, store: Any | None, key: str) -> Reporter | None:
         The reporter, or None when ``HELIOS_FAILURE_REPORT=0`` turns it off.
     """
     global _reporter  # noqa: PLW0603 - one reporter per process, as there is one excepthook
-    if not switch(OPT_OUT_VARIABLE, os.environ.get(OPT_OUT_VARIABLE), default=True):
+    if not _enabled():
         return None
     old = _reporter
     reporter = Reporter(rank=rank, ledger=Ledger(store, key) if store is not None else None)
@@ -302,15 +356,16 @@ def uninstall(*, hand_back: bool = False) -> None:
     if reporter is None:
         return
     in_flight = sys.exc_info()[1]
+    here = sys._getframe()
     if isinstance(in_flight, SystemExit):
         with contextlib.suppress(Exception):
-            reporter.exiting(in_flight)
-    elif in_flight is not None and not isinstance(in_flight, KeyboardInterrupt):
+            reporter.exiting(in_flight, here)
+    elif in_flight is not None:
         # Reported now, before the group is destroyed: a launcher that stops the other
         # ranks once one has failed may not leave this one time to reach its excepthook.
         reporter.closed, reporter.pending = True, in_flight
         with contextlib.suppress(Exception):
-            reporter.report(type(in_flight), in_flight, in_flight.__traceback__)
+            reporter.report(type(in_flight), in_flight, in_flight.__traceback__, outer=here)
         reporter.reported = in_flight
         if not hand_back:
             return

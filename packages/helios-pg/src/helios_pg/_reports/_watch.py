@@ -25,7 +25,14 @@ from helios_pg._reports._stackdump import RankDumpFile
 from helios_pg._reports._watchdog import STOP_WAIT, Watchdog
 from helios_pg._reports._wrappers import unwrap, wrap
 
-__all__ = ["WATCHDOG_SOURCE", "start_watchdog", "stop_reports", "stop_watchdog", "watch"]
+__all__ = [
+    "WATCHDOG_SOURCE",
+    "named_hung",
+    "start_watchdog",
+    "stop_reports",
+    "stop_watchdog",
+    "watch",
+]
 
 WATCHDOG_SOURCE = str(Path(_watchdog.__file__))
 """The watchdog's source file, as its thread's frames name it in a stack dump."""
@@ -147,6 +154,19 @@ def start_watchdog(
     watchdog.thread.start()
     _watchdog._watchdog = watchdog  # one a process, for the default group
     return watchdog
+
+
+def named_hung() -> bool:
+    """Whether the hang roll call has named this rank a culprit, and the hang goes on.
+
+    Such a rank is stuck where no stop flag is looked at: a stop signal must end it
+    (``helios_pg._preempt`` asks, from its signal handler).
+    """
+    watchdog = _watchdog._watchdog
+    if watchdog is None:
+        return False
+    verdict = watchdog.round.verdict
+    return verdict is not None and watchdog.rank in verdict.culprits
 
 
 def stop_watchdog() -> None:

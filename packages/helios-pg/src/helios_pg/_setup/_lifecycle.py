@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -18,7 +19,7 @@ from helios_env.integration import forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
 from helios_pg._preempt import close_all as close_preemptions
-from helios_pg._reports import stop_reports
+from helios_pg._reports import init_succeeded, stop_reports, unreported_failure
 from helios_pg._setup._adopt import adopt, forget, made, set_up
 from helios_pg._setup._after_init import after_init
 from helios_pg._setup._agreement import enabled as agreement_enabled
@@ -34,6 +35,13 @@ from helios_pg._timeouts import Timeout
 from helios_pg._torch import destroy_without_deadlock
 
 __all__ = ["init", "process_group", "shutdown"]
+
+
+def _own_rendezvous(init_method: str | None) -> str | None:
+    """None for ``"env://"``: helios reads those variables itself, and knows the store."""
+    if isinstance(init_method, str) and init_method.strip().lower() == "env://":
+        return None
+    return init_method
 
 
 def _needs_rendezvous_from_env(init_method: str | None, store: Any | None) -> bool:
@@ -85,7 +93,10 @@ def init(
     Args:
         backend: Process-group backend. Defaults to ``"nccl"`` when CUDA is
             available and ``"gloo"`` otherwise, at every world size.
-        init_method: Optional PyTorch rendezvous URL, forwarded unchanged.
+        init_method: Optional PyTorch rendezvous URL, forwarded unchanged; except
+            ``"env://"``, which names the variables helios reads itself: it meets the
+            others as without ``init_method``, so that the failure reports, the hang
+            roll call and the agreement check work as they do there.
         timeout: The group's timeout for each collective and for the rendezvous:
             seconds, or a ``timedelta``. When omitted, torch's default for the backend
             (30 minutes on gloo, 10 on nccl): helios keeps it, since a shorter one
@@ -145,8 +156,33 @@ def init(
         finally:
             shutdown()
     """
+    arguments = dict(locals())  # every parameter, as given
+    try:
+        _init(**arguments)
+    except Exception as exc:
+        # No reporter yet: torchrun's summary would show no error file for this rank.
+        unreported_failure(exc, sys._getframe(1), enabled=report_failures)
+        raise
+    init_succeeded()
+
+
+def _init(
+    *,
+    backend: str | None,
+    init_method: str | None,
+    timeout: Timeout | None,
+    world_size: int,
+    rank: int,
+    store: Any | None,
+    pg_options: Any | None,
+    device_id: torch.device | int | None,
+    report_failures: bool,
+    hang_timeout: Timeout | None,
+    check_agreement: bool,
+) -> None:
+    """:func:`init`'s work, whose errors :func:`init` reports."""
     require_distributed()
-    report = inspect_environment()
+    init_method, report = _own_rendezvous(init_method), inspect_environment()
     timeout, hang = check_arguments(world_size, rank, timeout, hang_timeout)
     if report.process_group:
         device = resolve_device(device_id, local_rank=report.info.local_rank, local_rank_known=True)
@@ -269,14 +305,13 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
         _release()
     if not dist.is_available() or not dist.is_initialized():
         return
-    if group is None:
-        destroy_without_deadlock()
-        return
     try:
         destroy_without_deadlock(group)
-    except ValueError:
-        # torch reports a group it no longer knows as "Invalid process group specified".
-        return
+    except Exception as exc:
+        if group is not None and isinstance(exc, ValueError):
+            return  # torch no longer knows the group ("Invalid process group specified")
+        unreported_failure(exc, sys._getframe(1))  # the reporter went with _release()
+        raise
 
 
 @contextmanager
