@@ -131,6 +131,34 @@ def run_python(*args: str) -> str:
     return done.stdout
 
 
+SELF_EDITING = """\
+from pathlib import Path
+from helios_env._fingerprint import script_description
+
+LR = {lr}
+before = script_description()
+Path(__file__).write_text(Path(__file__).read_text().replace("LR = {lr}", "LR = 9.9"))
+print(before, script_description())
+"""
+
+
+def test_the_script_is_the_code_this_process_loaded_not_the_file_edited_since(
+    tmp_path: Path,
+) -> None:
+    said = {}
+    for folder, lr in (("a", "0.1"), ("b", "0.2"), ("c", "0.1")):
+        script = tmp_path / folder / "train.py"
+        script.parent.mkdir()
+        script.write_text(SELF_EDITING.format(lr=lr) + "# a comment is no code\n" * (folder == "c"))
+        _, before, _, after = run_python(str(script)).split()
+        said[folder] = before
+        assert before == after  # the file edited since does not change it
+        edited = script_description(str(script)).split()[-1]
+        assert edited != before  # the file, read now, says another program
+    assert said["a"] != said["b"]  # LR = 0.1 against LR = 0.2: not the same program
+    assert said["a"] == said["c"]  # elsewhere, and with a comment more: the same
+
+
 def test_a_process_without_a_script_file_says_so() -> None:
     code = "from helios_env._fingerprint import script_description; print(script_description())"
 

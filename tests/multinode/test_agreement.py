@@ -97,7 +97,7 @@ def test_a_copy_of_the_script_that_differs_by_one_line_fails_every_rank(
     copy = tmp_path / "agree.py"
     shutil.copy(AGREE, copy)
     with copy.open("a") as script:
-        script.write("# the one line node2's copy has\n")
+        script.write("NODE2_ONLY = 1  # the one line of code node2's copy has\n")
 
     finished = start_ranks(nodes, [str(AGREE)], node_args={1: [str(copy)]})
 

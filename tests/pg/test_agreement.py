@@ -244,7 +244,7 @@ def test_ranks_that_run_different_scripts_fail_at_init_unless_the_check_is_off(
     copy = tmp_path / "agreement.py"
     shutil.copy(WORKER, copy)
     with copy.open("a") as script:
-        script.write("# one line only this copy has\n")
+        script.write("THIS_COPY_ONLY = 1  # one line of code only this copy has\n")
     ports = [str(free_port()) for _ in range(3)]
     commands = []
     for rank, script_path in enumerate((WORKER, copy)):

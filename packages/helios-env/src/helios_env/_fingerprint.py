@@ -3,9 +3,9 @@
 A fingerprint is an ordered list of named values: the Python version, torch's (with
 its CUDA and NCCL versions where ``helios_pg`` adds them), each installed helios
 package's, the backend and device type (``helios_pg`` adds those too), a digest of the
-main script, and the values of the variables that tune torch's backends
-(``NCCL_*``, ``GLOO_*``, ``TORCH_DISTRIBUTED_*``, ``TORCH_NCCL_*``,
-``OMP_NUM_THREADS``). :data:`MUST_AGREE` says which names the ranks must share: a
+main script's code as this process loaded it, and the values of the variables that
+tune torch's backends (``NCCL_*``, ``GLOO_*``, ``TORCH_DISTRIBUTED_*``,
+``TORCH_NCCL_*``, ``OMP_NUM_THREADS``). :data:`MUST_AGREE` says which names the ranks must share: a
 difference there is an error at ``helios_pg.init()``; anywhere else, a warning. Its
 short :attr:`Fingerprint.digest` is what the ranks compare first.
 
@@ -29,6 +29,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from helios_env._loaded_code import code_digest, loaded_main_code
 
 __all__ = [
     "HELIOS_PACKAGES",
@@ -205,13 +207,16 @@ def _main_script() -> str:
 
 
 def script_description(argv0: str | None = None) -> str:
-    """The main script and a digest of its file: ``"train.py sha256:0123..."``.
+    """The main script and a digest of its code: ``"train.py sha256:0123..."``.
 
-    A module run with ``python -m`` is named ``-m NAME``, its file digested. Without a
+    For this process's own main script, the digest is of the code the interpreter
+    loaded (:mod:`helios_env._loaded_code`): a file edited after this process started
+    does not change it. A module run with ``python -m`` is named ``-m NAME``. Without a
     file (``python -c``, an interactive session) the value says so.
 
     Args:
-        argv0: The script's path; ``sys.argv[0]`` when omitted.
+        argv0: The script's path; ``sys.argv[0]`` when omitted. A path given is
+            digested as its file reads now.
 
     Returns:
         The description; its last word is what the ranks compare.
@@ -224,10 +229,13 @@ def script_description(argv0: str | None = None) -> str:
         label = f"-m {spec.name.removesuffix('.__main__')}"
         path = spec.origin or path
     try:
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:_DIGEST_LENGTH]
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except (OSError, ValueError):
         return f"{label or '<interactive>'} (no file)"
-    return f"{label} sha256:{digest}"
+    loaded = loaded_main_code() if argv0 is None else None
+    if loaded is not None:
+        digest = code_digest(loaded)
+    return f"{label} sha256:{digest[:_DIGEST_LENGTH]}"
 
 
 def settings(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
