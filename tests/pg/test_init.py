@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import HashStore
+from torch._C._distributed_c10d import HashStore, TCPStore
 
 import helios_pg
 import helios_pg._reports._watch
@@ -423,6 +423,51 @@ def test_a_busy_master_port_is_a_clear_error_naming_the_port(
     assert "already in use" in str(caught.value)
     assert caught.value.__cause__ is not None
     assert not dist.is_initialized()
+
+
+def test_a_port_held_by_a_program_that_never_answers_fails_rank_1_within_the_timeout(
+    monkeypatch: pytest.MonkeyPatch, busy_port: int
+) -> None:
+    # It accepts the connection (the kernel does, for its listening socket) and says
+    # nothing: torch's client would wait for its answer forever.
+    for name, value in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(busy_port),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.raises(ProcessGroupInitError) as caught:
+        init(backend="gloo", timeout=timedelta(seconds=1))
+
+    message = str(caught.value)
+    assert f"rank 1 of 2 connected to 127.0.0.1:{busy_port} (MASTER_PORT)" in message
+    assert "nothing answered there as a rendezvous store within 6 s" in message
+    assert "Set MASTER_PORT to a port free on rank 0's host" in message
+    assert not dist.is_initialized()
+
+
+def test_a_port_held_by_another_programs_store_is_named_within_the_timeout(
+    monkeypatch: pytest.MonkeyPatch, unused_port: int
+) -> None:
+    theirs = TCPStore("127.0.0.1", unused_port, None, True, wait_for_workers=False)
+    for name, value in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(unused_port),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+    with pytest.raises(ProcessGroupInitError) as caught:
+        init(backend="gloo", timeout=timedelta(seconds=1))
+
+    message = str(caught.value)
+    assert f"reached a store at 127.0.0.1:{unused_port}, but no job's rank 0 said" in message
+    assert "another program's store holds that port" in message
+    assert not dist.is_initialized()
+    del theirs
 
 
 def test_a_rendezvous_that_never_answers_is_a_runtime_error_naming_rank_and_address(

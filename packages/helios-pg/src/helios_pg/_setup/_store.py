@@ -156,16 +156,20 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     # TCPStore client waits forever on a listener that is not a TCPStore.
     libuv = os.environ.get("USE_LIBUV")  # torch's switch for its store's event loop
     options = {} if libuv is None else {"use_libuv": libuv == "1"}
-    store: Any = TCPStore(
-        meeting.addr,
-        meeting.port,
-        None,
-        hosts,
-        timeout=timeout,
-        wait_for_workers=False,
-        multi_tenant=True,
-        **options,
-    )
+
+    def connect() -> Any:
+        return TCPStore(
+            meeting.addr,
+            meeting.port,
+            None,
+            hosts,
+            timeout=timeout,
+            wait_for_workers=False,
+            multi_tenant=True,
+            **options,
+        )
+
+    store: Any = connect() if hosts else _client(connect, meeting, rank, world_size, timeout)
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if agent:
         # torchrun's agent store can outlive a restart (its static rendezvous does):
@@ -177,7 +181,17 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     elif agent:  # no rank hosts torchrun's store: the first to arrive writes the job
         serving = bytes(store.compare_set(JOB_KEY, "", identity)).decode(errors="replace")
     else:  # rank 0 writes its job as soon as it serves: a stray never writes first
-        _poll(lambda: bool(store.check([JOB_KEY])), timeout)
+        if not poll(lambda: bool(store.check([JOB_KEY])), timeout.total_seconds()):
+            del store
+            message = (
+                f"rank {rank} of {identity} reached a store at {meeting.where}, but no "
+                f"job's rank 0 said there within {timeout.total_seconds():g} s which job "
+                "it serves: another program's store holds that port (a job without "
+                "helios, torchrun's agent of another job), or rank 0 of this job failed "
+                "after it opened the store. Set MASTER_PORT to a port free on rank 0's "
+                "host, and see rank 0's error"
+            )
+            raise ProcessGroupInitError(message)
         serving = bytes(store.get(JOB_KEY)).decode(errors="replace")
     if serving != identity:
         del store  # the traceback keeps this frame: close the connection now
@@ -212,6 +226,41 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
 
 _SIDE_TIMEOUT = timedelta(seconds=2)
 _OPEN_TIMEOUT = timedelta(seconds=30)
+_CONNECT_GRACE = 5.0
+"""Seconds past the timeout a store client may take to connect before init gives up."""
+
+
+def _client(
+    connect: Callable[[], Any], meeting: Meeting, rank: int, world_size: int, timeout: timedelta
+) -> Any:
+    """``connect()``, given up on past the timeout: a listener that is no store never answers.
+
+    torch's client waits for the store's answer to its first request without a time
+    limit; a program that holds the port and accepts connections never gives one.
+    """
+    made: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            made["store"] = connect()
+        except BaseException as exc:  # raised again in the caller's thread
+            made["error"] = exc
+
+    thread = threading.Thread(target=run, name="helios-store-connect", daemon=True)
+    thread.start()
+    thread.join(timeout.total_seconds() + _CONNECT_GRACE)
+    if "error" in made:
+        raise made["error"]
+    if "store" in made:
+        return made["store"]
+    message = (
+        f"rank {rank} of {world_size} connected to {meeting.where} ({meeting.port_source}), "
+        f"but nothing answered there as a rendezvous store within "
+        f"{timeout.total_seconds() + _CONNECT_GRACE:g} s: another program holds that port "
+        "on rank 0's host (rank 0 then fails with 'already in use'), or a firewall "
+        "swallows the connection. Set MASTER_PORT to a port free on rank 0's host"
+    )
+    raise ProcessGroupInitError(message)
 
 
 def side_channel(
