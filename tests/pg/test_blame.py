@@ -20,7 +20,18 @@ from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "blame.py"
 TWICE = ("two_failures_a", "two_failures_b", "two_failures_c")
-CASES = ("recovered", "two_groups", "broken_str", "own_timeout", "huge", "thread_wait", *TWICE)
+METRICS = ("dead_metrics", "all_dead_metrics")
+CASES = (
+    "recovered",
+    "two_groups",
+    "broken_str",
+    "own_timeout",
+    "huge",
+    "thread_wait",
+    "caught_up_elsewhere",
+    *METRICS,
+    *TWICE,
+)
 HANG_TIMEOUT = 4
 
 
@@ -91,6 +102,34 @@ def test_in_a_hang_the_rank_in_no_collective_is_to_blame(
     (line,) = roll_calls(done)
     assert "rank 2 in no collective, at blame.py:" in line, line
     assert_blamed(done, logs, 2, "hang: ")
+
+
+@pytest.mark.faults
+def test_a_straggler_that_caught_up_in_another_group_is_acquitted(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, logs = jobs["caught_up_elsewhere"]
+    output = done.stderr + done.stdout
+    (line,) = roll_calls(done)
+    assert "rank 2 in no collective, at blame.py:" in line, line
+    cause = root_cause(output)
+    assert "rank      : 2 (local_rank: 2)" not in cause, cause  # it was not to blame
+    assert "hang: rank 2" not in cause, cause
+    assert "hang: " not in error_files(logs).get(2, {}).get("message", ""), output
+    assert "failed first: hang: " not in output, output  # withdrawn: no victim names it
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("case", METRICS)
+def test_a_thread_that_died_earlier_does_not_outrank_a_later_hang(
+    jobs: dict[str, tuple[Finished, Path]], case: str
+) -> None:
+    done, logs = jobs[case]
+    (line,) = roll_calls(done)
+    assert "rank 1 in no collective, at blame.py:" in line, line
+    assert_blamed(done, logs, 1, "hang: ")
+    message = error_files(logs)[1]["message"]
+    assert message.startswith("hang: rank 1 on "), message  # not its own thread's death
 
 
 @pytest.mark.faults

@@ -14,14 +14,23 @@
 - ``two_failures``: rank 2 raises ``TypeError``, rank 1 ``ValueError`` 50 ms later.
 - ``thread_wait``: rank 1's loader thread dies; its main thread waits on the thread's
   queue, which never fills, until torchrun stops it.
+- ``caught_up_elsewhere``: ranks 1 and 2 share a group; rank 0 waits in a world
+  barrier while rank 2 straggles, named by the roll call; rank 2 then catches up in
+  its group's all-reduce with rank 1, and rank 1, once rank 2 has taken back its error
+  file, dies of SIGKILL (as of the OOM killer). Rank 2 is to blame for nothing.
+- ``dead_metrics``: rank 2's metrics thread dies at start and rank 2 trains on; later
+  rank 1 sleeps outside any collective. ``all_dead_metrics``: every rank's metrics
+  thread dies at start, the rest the same. Rank 1's hang is to blame, not a thread.
 
-Run with ``HELIOS_HANG_TIMEOUT`` set for ``recovered`` and ``two_groups``.
+Run with ``HELIOS_HANG_TIMEOUT`` set for ``recovered``, ``two_groups`` and the metrics
+cases.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import signal
 import threading
 import time
 from pathlib import Path
@@ -132,6 +141,40 @@ def thread_wait(rank: int) -> None:
     dist.all_reduce(torch.ones(1))
 
 
+def caught_up_elsewhere(rank: int) -> None:
+    pair = dist.new_group([1, 2])
+    if rank == 2:
+        late_until_convicted()
+    if rank in (1, 2):
+        assert isinstance(pair, dist.ProcessGroup)
+        dist.all_reduce(torch.ones(1), group=pair)  # rank 2 catches up here
+    if rank == 1:
+        mine = Path(os.environ[ERROR_FILE])
+        theirs = mine.parent.parent / "2" / mine.name
+        deadline = time.monotonic() + group_timeout().total_seconds()
+        while theirs.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until rank 2 has taken back its file
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.barrier()
+
+
+def dead_metrics(rank: int, *, every_rank: bool) -> None:
+    if every_rank or rank == 2:
+
+        def report() -> None:
+            message = "metrics endpoint unreachable"
+            raise ConnectionError(message)
+
+        thread = threading.Thread(target=report, name="metrics", daemon=True)
+        thread.start()
+        thread.join()
+    for _ in range(3):
+        dist.all_reduce(torch.ones(1))  # it trains on
+    if rank == 1:
+        time.sleep(60)  # outside any collective
+    dist.all_reduce(torch.ones(1))
+
+
 def main() -> None:
     case = os.environ["HELIOS_TEST_BLAME"]
     with process_group(timeout=group_timeout()) as info:
@@ -144,6 +187,10 @@ def main() -> None:
             two_failures(info.rank)
         elif case == "thread_wait":
             thread_wait(info.rank)
+        elif case == "caught_up_elsewhere":
+            caught_up_elsewhere(info.rank)
+        elif case in ("dead_metrics", "all_dead_metrics"):
+            dead_metrics(info.rank, every_rank=case == "all_dead_metrics")
         else:
             own_failure(info.rank, case)
 

@@ -125,12 +125,15 @@ class Reporter:
             if first is not None and first.kind == "hang":
                 stamp = first.timestamp  # this rank's hang, which this failure explains
             # A hang's file of this rank is replaced only by its own failure: a
-            # collective broken by a peer is what the hang led to.
-            return _Report(message, stack, stamp, replace_hang=own is not None)
+            # collective broken by a peer is what the hang led to. A thread of this
+            # rank's that died first explains the failure: its file stays.
+            explained = first is not None and first.kind == "thread"
+            return _Report(message, stack, stamp, replace_hang=own is not None and not explained)
         line = first.first_line()
-        with contextlib.suppress(Exception):
-            sys.stderr.write(line + "\n")
-            sys.stderr.flush()
+        if own != "thread":  # a thread's death is no failure of this rank's: nothing to say
+            with contextlib.suppress(Exception):
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
         return _Report(
             f"{line}\nrank {self.rank} on {self.host}: {message}",
             f"{line}\n{stack}",
@@ -138,17 +141,23 @@ class Reporter:
             replace_hang=True,  # another rank's failure came first: no hang of this one's
         )
 
-    def write(self, report: _Report) -> None:
-        """Write this rank's error file under torchrun, once."""
+    def write(self, report: _Report, *, provisional: bool = False) -> None:
+        """Write this rank's error file under torchrun, once.
+
+        A provisional file (a thread that died while its rank goes on) is replaced by
+        the rank's later failure, and withdrawn when the roll call names another rank.
+        """
         path = os.environ.get(ERROR_FILE_VARIABLE)
         if path and not self.written:
-            self.written = write_error_file(
+            written = write_error_file(
                 path,
                 report.message,
                 report.stack,
                 report.stamp,
+                hang=provisional,
                 replace_hang=report.replace_hang,
             )
+            self.written = written and not provisional
 
     def report(
         self,
@@ -176,9 +185,10 @@ class Reporter:
             return
         own: Kind | None = None if is_peer_failure(exc) else "thread"
         message = f"{headline(exc)} (in thread {name})"
-        self.write(
-            self.explain(message, callstack(args.exc_type, exc, args.exc_traceback), own=own)
-        )
+        stack = callstack(args.exc_type, exc, args.exc_traceback)
+        # Written now (the rank may be stopped while its main thread waits for this
+        # one), but provisional: the rank may train on, and something else end the job.
+        self.write(self.explain(message, stack, own=own), provisional=True)
 
     def exiting(self, exc: SystemExit, outer: FrameType | None = None) -> None:
         """Publish a non-zero ``SystemExit`` passing through ``shutdown()``, and keep it."""

@@ -49,6 +49,8 @@ class Round:
         waited: What it waited in when it answered, if anything.
         verdict: The calling rank's verdict, once read.
         convicted: Whether this rank wrote its error file as a culprit of this round.
+        finished: How many of its collectives had completed when it was named, if it
+            was: one more completing means it caught up, whatever the others wait in.
     """
 
     number: int = 0
@@ -56,6 +58,7 @@ class Round:
     waited: Waited | None = None
     verdict: Verdict | None = None
     convicted: bool = False
+    finished: tuple[int, int] | None = None
 
     def key(self, base: str) -> str:
         """The store key of this round under the group's roll-call key."""

@@ -196,16 +196,59 @@ class Watchdog:
         )
 
     def convict(self) -> None:
-        """A culprit writes its error file, dated when the hang began, until it ends."""
+        """A culprit writes its error file, dated when the hang began, until it ends.
+
+        Another rank takes back a provisional file of its own (a thread of its that died
+        earlier): dated before the hang, it would make it torchrun's root cause.
+        """
         verdict = self.round.verdict
         path = os.environ.get(ERROR_FILE_VARIABLE)
-        if verdict is None or self.rank not in verdict.culprits or not path:
+        if verdict is None or not path:
+            return
+        if self.rank not in verdict.culprits:
+            retract_hang_file(path)
             return
         stack, top = self.stack()
         message = f"hang: rank {self.rank} on {self.host} {describe(self.place(), top)}"
+        self.round.finished = (self._finished(), self.current.failures)
         self.round.convicted = write_error_file(
-            path, f"{message}; {verdict.line}", stack, int(verdict.began), hang=True
+            path,
+            f"{message}; {verdict.line}",
+            stack,
+            int(verdict.began),
+            hang=True,
+            replace_hang=True,  # a provisional file of this rank's: the hang explains more
         )
+
+    def _finished(self) -> int:
+        """How many of this rank's wrapped collectives have returned."""
+        current = self.current
+        return current.seq - (1 if current.op is not None else 0)
+
+    def caught_up(self) -> bool:
+        """Whether this culprit has completed a collective since it was named.
+
+        Its peers in that collective were there too: it is hung no more, also where
+        the rank that called the roll waits in another group, which may never complete
+        (a rank of it killed later). A collective that failed is no catching up.
+        """
+        named = self.round.finished
+        if named is None or not self.round.convicted:
+            return False
+        finished, failures = named
+        return self.current.failures == failures and self._finished() > finished
+
+    def acquit(self) -> None:
+        """A culprit that caught up takes back its error file and its entry in the ledger."""
+        path = os.environ.get(ERROR_FILE_VARIABLE)
+        if path:
+            retract_hang_file(path)
+        verdict = self.round.verdict
+        published = verdict is not None and verdict.culprits[:1] == (self.rank,)
+        if published and verdict is not None and verdict.entry is not None and self.failure_key:
+            with contextlib.suppress(Exception):  # the entry names the first culprit
+                Ledger(self.store, self.failure_key).withdraw(verdict.entry)
+        self.round.convicted, self.round.finished = False, None
 
     def hang_ended(self) -> bool:
         """Whether the hang is over: the collective the calling rank waits in completed.
@@ -282,6 +325,8 @@ class Watchdog:
             raw = bytes(self.store.get(f"{self.round_key}/verdict"))
             self.round.verdict = Verdict.decode(raw)
             self.convict()
+        if self.caught_up():
+            self.acquit()
         if self.round.verdict is not None and self.hang_ended():
             self.next_round()
 
