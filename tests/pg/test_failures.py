@@ -8,6 +8,7 @@ keeps every worker's error file under ``--log-dir``.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import threading
@@ -27,7 +28,17 @@ from tests.pg.torchrun_jobs import names_culprit, root_cause, run_jobs
 from tests.support.procs import Finished
 
 WORKER = Path(__file__).parent / "workers" / "failing.py"
-MODES = ("raise", "env_raise", "record", "thread", "exit", "os_exit", "sigint", "init_backend")
+MODES = (
+    "raise",
+    "env_raise",
+    "record",
+    "thread",
+    "exit",
+    "os_exit",
+    "sigint",
+    "init_backend",
+    "desert",
+)
 NPROC = 3
 
 
@@ -111,6 +122,20 @@ def test_ctrl_c_on_one_rank_is_its_failure_with_its_traceback(
     files = error_files(logs)
     assert files[1]["message"]["message"] == said
     assert "time.sleep(30)" in files[1]["message"]["extraInfo"]["py_callstack"]
+
+
+@pytest.mark.faults
+def test_a_rank_that_leaves_in_the_middle_is_named_by_the_ranks_it_deserted(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    done, _ = jobs["desert"]
+    output = done.stderr + done.stdout
+    said = "left the job early: sys.exit(0) left its process_group() block (a clean exit"
+    assert re.search(rf"^rank 1 on \S+ {re.escape(said)}", output, re.M), output
+    cause = root_cause(output)
+    assert "rank      : 1 (local_rank: 1)" not in cause, cause  # it exited 0
+    assert "rank 1 on " in cause, cause
+    assert said in cause, cause
 
 
 @pytest.mark.faults

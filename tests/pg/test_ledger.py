@@ -104,3 +104,35 @@ def test_a_thread_that_died_first_explains_its_own_rank_failure() -> None:
 
     assert first is not None
     assert (first.rank, first.kind) == (1, "thread")
+
+
+def test_a_rank_that_left_is_named_after_hangs_and_before_threads() -> None:
+    failures = ledger()
+    failures.publish(
+        rank=0, line="rank 0 on a failed: OSError: x (in thread m)", timestamp=1, kind="thread"
+    )
+    left = "rank 2 on b left the job early: it shut down its process group (a clean exit"
+    failures.publish(rank=2, line=left, timestamp=2, kind="exit")
+    first = failures.first(0)
+    assert first is not None
+    assert (first.rank, first.kind, first.first_line()) == (2, "exit", left)  # as it reads
+    hang = failures.publish(rank=1, line="rank 1 on a failed: hang: ...", timestamp=3, kind="hang")
+    named = failures.first(0)
+    assert named is not None
+    assert named.rank == 1  # a hang standing outranks it
+    failures.withdraw(hang)
+    failures.publish(rank=1, line="rank 1 on a failed: ValueError: y", timestamp=4, kind="own")
+    own = failures.first(0)
+    assert own is not None
+    assert own.kind == "own"  # a rank's own failure outranks everything
+
+
+def test_a_thread_of_the_rank_that_left_explains_why_it_left() -> None:
+    failures = ledger()
+    failures.publish(
+        rank=2, line="rank 2 on b failed: OSError: x (in thread loader)", timestamp=1, kind="thread"
+    )
+    failures.publish(rank=2, line="rank 2 on b left the job early: ...", timestamp=2, kind="exit")
+    first = failures.first(0)
+    assert first is not None
+    assert (first.rank, first.kind) == (2, "thread")

@@ -5,7 +5,8 @@
 torchrun's ``@record``), ``thread`` (a thread dies, then the rank exits with status 3),
 ``exit`` (``SystemExit(3)``), ``os_exit`` (``os._exit(3)``), ``sigint`` (SIGINT to
 itself, as Ctrl-C in its terminal: Python raises ``KeyboardInterrupt``),
-``init_backend`` (rank 1 asks ``init`` for nccl, on a machine without CUDA). The other
+``init_backend`` (rank 1 asks ``init`` for nccl, on a machine without CUDA),
+``desert`` (``sys.exit(0)``: rank 1 leaves cleanly in the middle). The other
 ranks wait in an all-reduce that rank 1 never joins (or in the rendezvous), so each of
 them fails once rank 1 is gone.
 """
@@ -47,6 +48,8 @@ def fail(mode: str) -> None:
     if mode == "os_exit":
         sys.stdout.flush()
         os._exit(3)
+    if mode == "desert":
+        sys.exit(0)
     if mode == "sigint":
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(30)  # interrupted here

@@ -8,10 +8,14 @@ publication, never a comparison of clocks. Three kinds:
   broken by a peer, a non-zero ``SystemExit``);
 - ``thread``: one of a rank's threads died of an uncaught exception;
 - ``hang``: the roll call's culprit, published while the hang lasts and withdrawn when
-  it ends (the waiting ranks' collective completed): a hang that ended is no failure.
+  it ends (the waiting ranks' collective completed): a hang that ended is no failure;
+- ``exit``: a rank shut its group down without an error (a clean exit). At the end of a
+  job every rank does, and nobody reads it; a rank that leaves in the middle deserts
+  the others, whose next collective breaks: they name it.
 
 The culprit of the job is the first own failure standing; else the first hang standing
-(or the death of one of its culprit's threads); else the first thread that died
+(or the death of one of its culprit's threads); else the first rank that left (or the
+death of one of its threads, which explains it); else the first thread that died
 (:meth:`Ledger.first`).
 """
 
@@ -24,7 +28,7 @@ from typing import Any, Literal
 
 __all__ = ["Entry", "Kind", "Ledger"]
 
-Kind = Literal["own", "thread", "hang"]
+Kind = Literal["own", "thread", "hang", "exit"]
 _POLL = 0.02
 
 
@@ -44,6 +48,8 @@ class Entry:
 
     def first_line(self) -> str:
         """The line as another rank prints it: ``rank R on HOST failed first: what``."""
+        if self.kind == "exit":
+            return self.line
         return self.line.replace(" failed: ", " failed first: ", 1)
 
     def later(self, stamp: int) -> int:
@@ -138,12 +144,13 @@ class Ledger:
 
 
 def _provisional(standing: list[Entry]) -> Entry | None:
-    """Of hangs and threads that died, the one to name."""
-    hangs = [entry for entry in standing if entry.kind == "hang"]
+    """Of hangs, ranks that left and threads that died, the one to name."""
     threads = [entry for entry in standing if entry.kind == "thread"]
-    if hangs:
-        explained = [entry for entry in threads if entry.rank == hangs[0].rank]
-        return explained[0] if explained else hangs[0]
+    for kind in ("hang", "exit"):
+        found = [entry for entry in standing if entry.kind == kind]
+        if found:
+            explained = [entry for entry in threads if entry.rank == found[0].rank]
+            return explained[0] if explained else found[0]
     return threads[0] if threads else None
 
 
@@ -155,6 +162,6 @@ def _entry(number: int, raw: object) -> Entry:
         rank=int(data["rank"]),
         line=str(data["line"]),
         timestamp=int(data["timestamp"]),
-        kind=kind if kind in ("own", "thread", "hang") else "own",
+        kind=kind if kind in ("own", "thread", "hang", "exit") else "own",
         answered=bool(data.get("answered", True)),
     )

@@ -100,6 +100,21 @@ class Reporter:
         with contextlib.suppress(Exception):
             self.ledger.publish(rank=self.rank, line=line, timestamp=timestamp, kind=kind)
 
+    def left(self, how: str) -> None:
+        """Publish that this rank leaves the job without an error, ``how``.
+
+        Nobody reads it at the end of a job; a rank whose collective breaks because
+        this one left in the middle names it.
+        """
+        if self.ledger is None or os.getpid() != self.pid:
+            return
+        line = (
+            f"rank {self.rank} on {self.host} left the job early: {how} (a clean exit, "
+            "status 0) while other ranks still waited in a collective with it"
+        )
+        with contextlib.suppress(Exception):
+            self.ledger.publish(rank=self.rank, line=line, timestamp=int(time.time()), kind="exit")
+
     def first(self) -> Entry | None:
         """The job's first failure still standing, waiting briefly for one to appear."""
         if self.ledger is None:
@@ -367,7 +382,11 @@ def uninstall(*, hand_back: bool = False) -> None:
         return
     in_flight = sys.exc_info()[1]
     here = sys._getframe()
-    if isinstance(in_flight, SystemExit):
+    if in_flight is None and not reporter.closed:
+        reporter.left("it shut down its process group")
+    elif isinstance(in_flight, SystemExit) and in_flight.code in (0, None):
+        reporter.left(f"sys.exit({in_flight.code!r}) left its process_group() block")
+    elif isinstance(in_flight, SystemExit):
         with contextlib.suppress(Exception):
             reporter.exiting(in_flight, here)
     elif in_flight is not None:
