@@ -30,7 +30,14 @@ from helios_pg._setup._call import InitCall
 from helios_pg._setup._nodes import exchange_hosts, prepare_nodes
 from helios_pg._setup._store import EnvStore, Meeting
 from tests.env.launchers import torchrun_env
-from tests.support.procs import base_env, free_port, launcher_variables, results, run_processes
+from tests.support.procs import (
+    base_env,
+    free_port,
+    launcher_variables,
+    results,
+    run_hand_started,
+    run_processes,
+)
 
 WORKER = Path(__file__).parent / "workers" / "agreement.py"
 HOSTS = ["node0", "node0", "node1", "node1"]
@@ -267,3 +274,15 @@ def test_ranks_that_run_different_scripts_fail_at_init_unless_the_check_is_off(
         assert all(not report[path]["group"] for report in reports)
         assert all(report[path]["seconds"] < 10 for report in reports)
     assert [report["off"] for report in reports] == [{"total": 2.0}] * 2, detail
+
+
+def test_one_rank_that_turns_the_check_off_under_env_is_named_and_the_job_goes_on() -> None:
+    worker = Path(__file__).parent / "workers" / "opt_out.py"
+    finished = run_hand_started(worker, 2, extra_env={"HELIOS_TEST_PG_TIMEOUT": "20"}, limit=60)
+    detail = "\n".join(item.describe() for item in finished)
+    assert sorted((r["rank"], r.get("total")) for r in results(finished)) == [
+        (0, 2.0),
+        (1, 2.0),
+    ], detail
+    assert "AgreementWarning" in finished[0].stderr, detail
+    assert "rank 1" in finished[0].stderr.split("AgreementWarning", 1)[1], detail
