@@ -91,6 +91,9 @@ class Reporter:
     reported: BaseException | None = None
     settle: Callable[[], None] | None = None
     """Called before the ledger is read: the hang watchdog says whether a hang ended."""
+    own_thread_died: bool = False
+    """Whether one of this rank's threads died of its own error: it explains the rank's
+    later failure, whether or not the ledger can be read then."""
 
     def publish(self, what: str, timestamp: int, kind: Kind = "own") -> None:
         """Publish a failure of this rank in the job's ledger."""
@@ -135,6 +138,11 @@ class Reporter:
         stamp = int(time.time())
         if own is not None:
             self.publish(message, stamp, own)
+        if own == "thread":
+            # A thread of this rank died of its own error: that is what this rank's
+            # file says, whatever failed elsewhere before.
+            self.own_thread_died = True
+            return _Report(message, stack, stamp, replace_hang=False)
         first = self.first()
         if first is None or first.rank == self.rank:
             if first is not None and first.kind == "hang":
@@ -142,13 +150,12 @@ class Reporter:
             # A hang's file of this rank is replaced only by its own failure: a
             # collective broken by a peer is what the hang led to. A thread of this
             # rank's that died first explains the failure: its file stays.
-            explained = first is not None and first.kind == "thread"
+            explained = self.own_thread_died or (first is not None and first.kind == "thread")
             return _Report(message, stack, stamp, replace_hang=own is not None and not explained)
         line = first.first_line()
-        if own != "thread":  # a thread's death is no failure of this rank's: nothing to say
-            with contextlib.suppress(Exception):
-                sys.stderr.write(line + "\n")
-                sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
         return _Report(
             f"{line}\nrank {self.rank} on {self.host}: {message}",
             f"{line}\n{stack}",

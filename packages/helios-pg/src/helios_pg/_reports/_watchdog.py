@@ -199,7 +199,8 @@ class Watchdog:
         """A culprit writes its error file, dated when the hang began, until it ends.
 
         Another rank takes back a provisional file of its own (a thread of its that died
-        earlier): dated before the hang, it would make it torchrun's root cause.
+        earlier): dated before the hang, it would make it torchrun's root cause. A
+        culprit's own such file stays: its thread's death explains the hang.
         """
         verdict = self.round.verdict
         path = os.environ.get(ERROR_FILE_VARIABLE)
@@ -217,7 +218,6 @@ class Watchdog:
             stack,
             int(verdict.began),
             hang=True,
-            replace_hang=True,  # a provisional file of this rank's: the hang explains more
         )
 
     def _finished(self) -> int:
