@@ -130,7 +130,7 @@ def test_a_rank_that_leaves_in_the_middle_is_named_by_the_ranks_it_deserted(
 ) -> None:
     done, _ = jobs["desert"]
     output = done.stderr + done.stdout
-    said = "left the job early: sys.exit(0) left its process_group() block (a clean exit"
+    said = "left the job early: sys.exit(0) left its process_group() block, without an error"
     assert re.search(rf"^rank 1 on \S+ {re.escape(said)}", output, re.M), output
     cause = root_cause(output)
     assert "rank      : 1 (local_rank: 1)" not in cause, cause  # it exited 0
@@ -224,8 +224,9 @@ def test_an_init_that_fails_leaves_a_file_that_a_later_init_takes_back(
 ) -> None:
     path = tmp_path / "error.json"
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    unavailable = "no-such-backend" if torch.cuda.is_available() else "nccl"
     with pytest.raises(BackendUnavailableError) as raised:
-        init(backend="nccl")  # no CUDA here
+        init(backend=unavailable)
     message = json.loads(path.read_text())["message"]
     assert message["message"] == f"BackendUnavailableError: {str(raised.value).splitlines()[0]}"
     stack = message["extraInfo"]["py_callstack"]
@@ -236,7 +237,7 @@ def test_an_init_that_fails_leaves_a_file_that_a_later_init_takes_back(
     finally:
         shutdown()
     with pytest.raises(BackendUnavailableError):
-        init(backend="nccl", report_failures=False)
+        init(backend=unavailable, report_failures=False)
     assert not path.exists()
 
 
@@ -293,6 +294,34 @@ def test_a_failure_inside_process_group_reads_as_python_would_print_it(
     ], stack
     assert "process_group" not in names, stack
     assert stack.rstrip().endswith("ValueError: bad batch 9"), stack
+
+
+def read_shard() -> None:
+    with process_group(backend="gloo"):
+        try:
+            open_shard()
+        except OSError as exc:
+            message = "shard 3 is unreadable"
+            raise RuntimeError(message) from exc
+
+
+def open_shard() -> None:
+    message = "checksum mismatch"
+    raise OSError(message)
+
+
+def test_the_programs_frames_lead_the_traceback_of_the_exception_raised_not_its_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    with pytest.raises(RuntimeError, match="shard 3"):
+        read_shard()
+    stack = json.loads(path.read_text())["message"]["extraInfo"]["py_callstack"]
+    cause, raised = stack.split("The above exception was the direct cause", 1)
+    assert "in open_shard" in cause, stack
+    assert "in test_the_programs_frames_lead" not in cause, stack
+    assert raised.index("in test_the_programs_frames_lead") < raised.index("in read_shard"), stack
 
 
 def raised_in(path: Path, error: BaseException) -> BaseException:

@@ -442,8 +442,8 @@ def test_a_port_held_by_a_program_that_never_answers_fails_rank_1_within_the_tim
         init(backend="gloo", timeout=timedelta(seconds=1))
 
     message = str(caught.value)
-    assert f"rank 1 of 2 connected to 127.0.0.1:{busy_port} (MASTER_PORT)" in message
-    assert "nothing answered there as a rendezvous store within 6 s" in message
+    said = f"rank 1 of 2 got no answer from a rendezvous store at 127.0.0.1:{busy_port}"
+    assert f"{said} (MASTER_PORT) within 6 s: another program holds that port" in message
     assert "Set MASTER_PORT to a port free on rank 0's host" in message
     assert not dist.is_initialized()
 

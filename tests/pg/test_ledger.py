@@ -111,7 +111,7 @@ def test_a_rank_that_left_is_named_after_hangs_and_before_threads() -> None:
     failures.publish(
         rank=0, line="rank 0 on a failed: OSError: x (in thread m)", timestamp=1, kind="thread"
     )
-    left = "rank 2 on b left the job early: it shut down its process group (a clean exit"
+    left = "rank 2 on b left the job early: it shut down its process group, without an error"
     failures.publish(rank=2, line=left, timestamp=2, kind="exit")
     first = failures.first(0)
     assert first is not None

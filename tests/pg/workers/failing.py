@@ -59,7 +59,9 @@ def main() -> None:
     mode = os.environ["HELIOS_TEST_FAILURE"]
     init_method = "env://" if mode == "env_raise" else None
     failing = int(os.environ["RANK"]) == FAILING_RANK
-    backend = "nccl" if mode == "init_backend" and failing else None
+    # nccl without CUDA; on a GPU host, a backend torch does not have.
+    unavailable = "no-such-backend" if torch.cuda.is_available() else "nccl"
+    backend = unavailable if mode == "init_backend" and failing else None
     with process_group(timeout=group_timeout(), init_method=init_method, backend=backend) as info:
         dist.all_reduce(torch.ones(1))
         if info.rank == FAILING_RANK:

@@ -215,8 +215,9 @@ def script_description(argv0: str | None = None) -> str:
     file (``python -c``, an interactive session) the value says so.
 
     Args:
-        argv0: The script's path; ``sys.argv[0]`` when omitted. A path given is
-            digested as its file reads now.
+        argv0: The script's path; ``sys.argv[0]`` when omitted. A path given, and a
+            process whose ``__main__`` code is not on its stack (a spawned child), is
+            digested as its file compiles now: the same digest as the loaded code.
 
     Returns:
         The description; its last word is what the ranks compare.
@@ -229,13 +230,16 @@ def script_description(argv0: str | None = None) -> str:
         label = f"-m {spec.name.removesuffix('.__main__')}"
         path = spec.origin or path
     try:
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        source = Path(path).read_bytes()
     except (OSError, ValueError):
         return f"{label or '<interactive>'} (no file)"
     loaded = loaded_main_code() if argv0 is None else None
-    if loaded is not None:
-        digest = code_digest(loaded)
-    return f"{label} sha256:{digest[:_DIGEST_LENGTH]}"
+    if loaded is None:  # a spawned child runs __mp_main__: its file, compiled, is the same
+        try:
+            loaded = compile(source, path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return f"{label} sha256:{hashlib.sha256(source).hexdigest()[:_DIGEST_LENGTH]}"
+    return f"{label} sha256:{code_digest(loaded)[:_DIGEST_LENGTH]}"
 
 
 def settings(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -4,9 +4,11 @@ A script edited between the launch of one rank and another's runs two programs u
 one name: the file on disk says only what the last rank to start read. The code object
 of ``__main__``'s module frame is what this process runs; its digest covers the
 bytecode, the names and the constants, recursively, and leaves out what does not change
-the program: the file's path and the line numbers (a comment or a blank line). The
-bytecode is the same for the same source within one Python major.minor, which the
-ranks compare first.
+the program: the file's path and the line numbers (a comment or a blank line). Where
+that frame is not on the stack (a spawned child runs ``__mp_main__``), the file's
+source compiled now gives the same digest. The bytecode of one source is the same
+within one Python major.minor, which the ranks compare first, as long as no patch
+release changes the compiler's output.
 """
 
 from __future__ import annotations

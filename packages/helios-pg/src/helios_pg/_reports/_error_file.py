@@ -16,12 +16,14 @@ import contextlib
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 __all__ = ["ERROR_FILE_VARIABLE", "retract_hang_file", "write_error_file"]
 
 ERROR_FILE_VARIABLE = "TORCHELASTIC_ERROR_FILE"
 _hang_files: set[str] = set()  # the hang files this process wrote
+_lock = threading.Lock()  # the watchdog's thread and the main thread both write and retract
 
 
 def write_error_file(
@@ -47,6 +49,19 @@ def write_error_file(
     Returns:
         Whether the file was written.
     """
+    with _lock:
+        return _write(path, message, callstack, timestamp, hang=hang, replace_hang=replace_hang)
+
+
+def _write(
+    path: str,
+    message: str,
+    callstack: str,
+    timestamp: int,
+    *,
+    hang: bool,
+    replace_hang: bool,
+) -> bool:
     target = Path(path)
     if target.exists() and (path not in _hang_files or not replace_hang):
         return False
@@ -77,7 +92,8 @@ def write_error_file(
 
 def retract_hang_file(path: str) -> None:
     """Remove the hang file this process wrote at ``path``, if it is still a hang's."""
-    if path in _hang_files:
-        _hang_files.discard(path)
-        with contextlib.suppress(OSError):
-            Path(path).unlink()
+    with _lock:
+        if path in _hang_files:
+            _hang_files.discard(path)
+            with contextlib.suppress(OSError):
+                Path(path).unlink()

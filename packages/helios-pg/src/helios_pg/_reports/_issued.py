@@ -88,6 +88,8 @@ class Place:
     """The issued work's own number; -1 for a call a wrapper noted."""
     failures: int = 0
     """Collectives noted through this place that raised or completed with an error."""
+    completed: int = 0
+    """Synchronous collectives of the wrappers that returned without an error."""
 
     @property
     def site(self) -> str:

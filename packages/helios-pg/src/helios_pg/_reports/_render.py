@@ -153,8 +153,8 @@ def callstack(
         parts = traceback.format_exception(kind, exc, tb)
     except Exception:  # a chained exception may misbehave too
         return headline(exc) + "\n"
-    if leading:
-        at = next((i for i, part in enumerate(parts) if part == _START), None)
+    if leading:  # with the last traceback: the exception raised, after its causes
+        at = max((i for i, part in enumerate(parts) if part == _START), default=None)
         if at is not None:
             parts.insert(at + 1, leading)
     kept = (_bounded(part, PART_LIMIT) for part in parts)

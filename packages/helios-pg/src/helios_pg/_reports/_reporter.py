@@ -111,9 +111,11 @@ class Reporter:
         """
         if self.ledger is None or os.getpid() != self.pid:
             return
+        if not getattr(self.ledger.store, "ready", True):
+            return  # a side channel still opening: the end of a job never waits for it
         line = (
-            f"rank {self.rank} on {self.host} left the job early: {how} (a clean exit, "
-            "status 0) while other ranks still waited in a collective with it"
+            f"rank {self.rank} on {self.host} left the job early: {how}, without an "
+            "error, while other ranks still waited in a collective with it"
         )
         with contextlib.suppress(Exception):
             self.ledger.publish(rank=self.rank, line=line, timestamp=int(time.time()), kind="exit")
@@ -167,7 +169,8 @@ class Reporter:
         """Write this rank's error file under torchrun, once.
 
         A provisional file (a thread that died while its rank goes on) is replaced by
-        the rank's later failure, and withdrawn when the roll call names another rank.
+        a report that another rank failed first, and withdrawn when the roll call names
+        another rank; the rank's own later failure keeps it (the death explains it).
         """
         path = os.environ.get(ERROR_FILE_VARIABLE)
         if path and not self.written:
@@ -236,6 +239,9 @@ class _Report:
 
 
 _reporter: Reporter | None = None
+_unreported: set[str] = set()
+"""Error files written for an error of init() or shutdown(): an init that works takes
+them back."""
 
 
 _inside = threading.local()
@@ -330,13 +336,17 @@ def unreported_failure(
     if not path or not enabled or not _enabled():
         return False
     stack = callstack(type(exc), exc, exc.__traceback__, outer=caller)
-    return write_error_file(path, headline(exc), stack, int(time.time()), hang=True)
+    written = write_error_file(path, headline(exc), stack, int(time.time()), hang=True)
+    if written:
+        _unreported.add(path)
+    return written
 
 
 def init_succeeded() -> None:
     """Remove the error file an earlier ``init()`` of this process wrote, if it stands."""
     path = os.environ.get(ERROR_FILE_VARIABLE)
-    if path:
+    if path and path in _unreported:
+        _unreported.discard(path)
         retract_hang_file(path)
 
 
@@ -389,9 +399,9 @@ def uninstall(*, hand_back: bool = False) -> None:
         return
     in_flight = sys.exc_info()[1]
     here = sys._getframe()
-    if in_flight is None and not reporter.closed:
+    if in_flight is None and not reporter.closed and not hand_back:
         reporter.left("it shut down its process group")
-    elif isinstance(in_flight, SystemExit) and in_flight.code in (0, None):
+    elif isinstance(in_flight, SystemExit) and in_flight.code in (0, None) and not hand_back:
         reporter.left(f"sys.exit({in_flight.code!r}) left its process_group() block")
     elif isinstance(in_flight, SystemExit):
         with contextlib.suppress(Exception):

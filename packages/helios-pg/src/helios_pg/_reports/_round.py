@@ -51,6 +51,7 @@ class Round:
         convicted: Whether this rank wrote its error file as a culprit of this round.
         finished: How many of its collectives had completed when it was named, if it
             was: one more completing means it caught up, whatever the others wait in.
+        acquitted: Whether it was named and has caught up since.
     """
 
     number: int = 0
@@ -59,6 +60,7 @@ class Round:
     verdict: Verdict | None = None
     convicted: bool = False
     finished: tuple[int, int] | None = None
+    acquitted: bool = False
 
     def key(self, base: str) -> str:
         """The store key of this round under the group's roll-call key."""

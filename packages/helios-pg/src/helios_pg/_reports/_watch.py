@@ -166,7 +166,8 @@ def named_hung() -> bool:
     if watchdog is None:
         return False
     verdict = watchdog.round.verdict
-    return verdict is not None and watchdog.rank in verdict.culprits
+    named = verdict is not None and watchdog.rank in verdict.culprits
+    return named and not watchdog.round.acquitted
 
 
 def stop_watchdog() -> None:

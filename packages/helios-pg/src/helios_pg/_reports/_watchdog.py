@@ -204,14 +204,17 @@ class Watchdog:
         """
         verdict = self.round.verdict
         path = os.environ.get(ERROR_FILE_VARIABLE)
-        if verdict is None or not path:
+        if verdict is None:
             return
         if self.rank not in verdict.culprits:
-            retract_hang_file(path)
+            if verdict.culprits and path:
+                retract_hang_file(path)
+            return
+        self.round.finished = (self.current.completed, self.current.failures)
+        if not path:
             return
         stack, top = self.stack()
         message = f"hang: rank {self.rank} on {self.host} {describe(self.place(), top)}"
-        self.round.finished = (self._finished(), self.current.failures)
         self.round.convicted = write_error_file(
             path,
             f"{message}; {verdict.line}",
@@ -219,11 +222,6 @@ class Watchdog:
             int(verdict.began),
             hang=True,
         )
-
-    def _finished(self) -> int:
-        """How many of this rank's wrapped collectives have returned."""
-        current = self.current
-        return current.seq - (1 if current.op is not None else 0)
 
     def caught_up(self) -> bool:
         """Whether this culprit has completed a collective since it was named.
@@ -233,22 +231,26 @@ class Watchdog:
         (a rank of it killed later). A collective that failed is no catching up.
         """
         named = self.round.finished
-        if named is None or not self.round.convicted:
+        if named is None:
             return False
-        finished, failures = named
-        return self.current.failures == failures and self._finished() > finished
+        completed, failures = named
+        return self.current.failures == failures and self.current.completed > completed
 
     def acquit(self) -> None:
-        """A culprit that caught up takes back its error file and its entry in the ledger."""
+        """A culprit that caught up takes back its error file and its entry in the ledger.
+
+        The entry names the first culprit: it is withdrawn only where this rank was the
+        only one named, since another may still be hung.
+        """
         path = os.environ.get(ERROR_FILE_VARIABLE)
-        if path:
+        if path and self.round.convicted:
             retract_hang_file(path)
         verdict = self.round.verdict
-        published = verdict is not None and verdict.culprits[:1] == (self.rank,)
-        if published and verdict is not None and verdict.entry is not None and self.failure_key:
-            with contextlib.suppress(Exception):  # the entry names the first culprit
+        alone = verdict is not None and verdict.culprits == (self.rank,)
+        if alone and verdict is not None and verdict.entry is not None and self.failure_key:
+            with contextlib.suppress(Exception):
                 Ledger(self.store, self.failure_key).withdraw(verdict.entry)
-        self.round.convicted, self.round.finished = False, None
+        self.round.convicted, self.round.finished, self.round.acquitted = False, None, True
 
     def hang_ended(self) -> bool:
         """Whether the hang is over: the collective the calling rank waits in completed.

@@ -93,10 +93,14 @@ def wrap(
             current.since = monotonic()
             current.op = _name
             try:
-                return _call(*args, **kwargs)
+                result = _call(*args, **kwargs)
             except BaseException:
                 current.failures += 1  # a hang this rank waited in did not end well
                 raise
+            else:
+                if not kwargs.get("async_op"):
+                    current.completed += 1  # its peers were there too
+                return result
             finally:
                 current.op = None
                 current.group_arg = None  # nothing kept alive

@@ -37,11 +37,17 @@ from helios_pg._torch import destroy_without_deadlock
 __all__ = ["init", "process_group", "shutdown"]
 
 
-def _own_rendezvous(init_method: str | None) -> str | None:
-    """None for ``"env://"``: helios reads those variables itself, and knows the store."""
-    if isinstance(init_method, str) and init_method.strip().lower() == "env://":
-        return None
-    return init_method
+_REPORTING: list[bool] = []
+"""The last init's ``report_failures``: an error of ``shutdown()`` follows it too."""
+
+
+def _own_rendezvous(init_method: str | None, store: Any | None) -> str | None:
+    """None for ``"env://"``: helios reads those variables itself, and knows the store.
+
+    With a ``store`` too, torch's own refusal of the pair stands.
+    """
+    plain = isinstance(init_method, str) and init_method.strip().lower() == "env://"
+    return None if plain and store is None else init_method
 
 
 def _needs_rendezvous_from_env(init_method: str | None, store: Any | None) -> bool:
@@ -157,6 +163,7 @@ def init(
             shutdown()
     """
     arguments = dict(locals())  # every parameter, as given
+    _REPORTING[:] = [report_failures]
     try:
         _init(**arguments)
     except Exception as exc:
@@ -182,7 +189,7 @@ def _init(
 ) -> None:
     """:func:`init`'s work, whose errors :func:`init` reports."""
     require_distributed()
-    init_method, report = _own_rendezvous(init_method), inspect_environment()
+    init_method, report = _own_rendezvous(init_method, store), inspect_environment()
     timeout, hang = check_arguments(world_size, rank, timeout, hang_timeout)
     if report.process_group:
         device = resolve_device(device_id, local_rank=report.info.local_rank, local_rank_known=True)
@@ -310,7 +317,8 @@ def shutdown(group: dist.ProcessGroup | None = None) -> None:
     except Exception as exc:
         if group is not None and isinstance(exc, ValueError):
             return  # torch no longer knows the group ("Invalid process group specified")
-        unreported_failure(exc, sys._getframe(1))  # the reporter went with _release()
+        # The reporter went with _release(); init(report_failures=False) holds here too.
+        unreported_failure(exc, sys._getframe(1), enabled=all(_REPORTING))
         raise
 
 

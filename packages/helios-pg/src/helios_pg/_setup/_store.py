@@ -254,11 +254,12 @@ def _client(
     if "store" in made:
         return made["store"]
     message = (
-        f"rank {rank} of {world_size} connected to {meeting.where} ({meeting.port_source}), "
-        f"but nothing answered there as a rendezvous store within "
+        f"rank {rank} of {world_size} got no answer from a rendezvous store at "
+        f"{meeting.where} ({meeting.port_source}) within "
         f"{timeout.total_seconds() + _CONNECT_GRACE:g} s: another program holds that port "
-        "on rank 0's host (rank 0 then fails with 'already in use'), or a firewall "
-        "swallows the connection. Set MASTER_PORT to a port free on rank 0's host"
+        "on rank 0's host and accepts connections (rank 0 then fails with 'already in "
+        "use'), or a firewall swallows them. Set MASTER_PORT to a port free on rank 0's "
+        "host"
     )
     raise ProcessGroupInitError(message)
 
@@ -325,6 +326,11 @@ class LateStore:
             self._store = None
         finally:
             self._opened.set()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the connection is open now (a request would not wait for it)."""
+        return self._opened.is_set() and self._store is not None
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
