@@ -9,8 +9,9 @@ publication, never a comparison of clocks. Three kinds:
 - ``thread``: one of a rank's threads died of an uncaught exception;
 - ``hang``: the roll call's culprit, published while the hang lasts and withdrawn when
   it ends (the waiting ranks' collective completed): a hang that ended is no failure;
-- ``exit``: a rank shut its group down without an error (a clean exit). At the end of a
-  job every rank does, and nobody reads it; a rank that leaves in the middle deserts
+- ``exit``: a rank shut its group down without an error (a clean exit; published where
+  torchrun's agent serves the store). At the end of a job every rank does, and nobody
+  reads it; a rank that leaves in the middle deserts
   the others, whose next collective breaks: they name it.
 
 The culprit of the job is the first own failure standing; else the first hang standing

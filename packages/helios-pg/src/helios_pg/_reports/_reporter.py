@@ -69,6 +69,7 @@ __all__ = [
 ]
 
 OPT_OUT_VARIABLE = "HELIOS_FAILURE_REPORT"
+_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
 _READ_WAIT = 0.5  # how long a victim waits for the culprit's line to appear
 ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], Any]
 ThreadHook = Callable[[threading.ExceptHookArgs], Any]
@@ -107,9 +108,13 @@ class Reporter:
         """Publish that this rank leaves the job without an error, ``how``.
 
         Nobody reads it at the end of a job; a rank whose collective breaks because
-        this one left in the middle names it.
+        this one left in the middle names it. Only where torchrun's agent serves the
+        store, which outlives the ranks: elsewhere rank 0 serves it and may have left
+        already, and torch's client would print a warning of its own at a job's end.
         """
         if self.ledger is None or os.getpid() != self.pid:
+            return
+        if os.environ.get(_AGENT_STORE) != "True":
             return
         if not getattr(self.ledger.store, "ready", True):
             return  # a side channel still opening: the end of a job never waits for it
