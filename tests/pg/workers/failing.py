@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from helios_env import get_global_rank
 from helios_pg import process_group
 from tests.support.worker import group_timeout
 
@@ -58,7 +59,7 @@ def fail(mode: str) -> None:
 def main() -> None:
     mode = os.environ["HELIOS_TEST_FAILURE"]
     init_method = "env://" if mode == "env_raise" else None
-    failing = int(os.environ["RANK"]) == FAILING_RANK
+    failing = get_global_rank() == FAILING_RANK  # before init: from any launcher's variables
     # nccl without CUDA; on a GPU host, a backend torch does not have.
     unavailable = "no-such-backend" if torch.cuda.is_available() else "nccl"
     backend = unavailable if mode == "init_backend" and failing else None
