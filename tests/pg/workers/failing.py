@@ -25,7 +25,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from helios_env import get_global_rank
 from helios_pg import process_group
-from tests.support.worker import group_timeout
+from tests.support.worker import group_timeout, report
 
 FAILING_RANK = int(os.environ.get("HELIOS_TEST_FAILING_RANK", "1"))
 
@@ -50,6 +50,7 @@ def fail(mode: str) -> None:
         sys.stdout.flush()
         os._exit(3)
     if mode == "desert":
+        report(agent_store=os.environ.get("TORCHELASTIC_USE_AGENT_STORE"))
         sys.exit(0)
     if mode == "sigint":
         os.kill(os.getpid(), signal.SIGINT)  # Python raises it here, or in the sleep

@@ -233,16 +233,19 @@ _CONNECT_GRACE = 5.0
 def _client(
     connect: Callable[[], Any], meeting: Meeting, rank: int, world_size: int, timeout: timedelta
 ) -> Any:
-    """``connect()``, given up on past the timeout: a listener that is no store never answers.
+    """``connect()`` and one request, given up on past the timeout: no answer, no store.
 
-    torch's client waits for the store's answer to its first request without a time
-    limit; a program that holds the port and accepts connections never gives one.
+    torch's client waits for the store's answer without a time limit: to its handshake
+    (recent torch, in the constructor) or to its first request (torch 2.4); a program
+    that holds the port and accepts connections never gives one.
     """
     made: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            made["store"] = connect()
+            store = connect()
+            store.check([JOB_KEY])  # answered by a store, never by another listener
+            made["store"] = store
         except BaseException as exc:  # raised again in the caller's thread
             made["error"] = exc
 
