@@ -443,8 +443,9 @@ def test_a_port_held_by_a_program_that_never_answers_fails_rank_1_within_the_tim
 
     message = str(caught.value)
     said = f"rank 1 of 2 got no answer from a rendezvous store at 127.0.0.1:{busy_port}"
-    assert f"{said} (MASTER_PORT) within 6 s: another program holds that port" in message
-    assert "Set MASTER_PORT to a port free on rank 0's host" in message
+    assert f"{said} (MASTER_PORT) within 7 s: rank 0, which hosts it" in message
+    assert "another program holds that port and accepts connections" in message
+    assert "set MASTER_PORT to a port free on rank 0's host" in message
     assert not dist.is_initialized()
 
 

@@ -249,22 +249,23 @@ def _client(
         except BaseException as exc:  # raised again in the caller's thread
             made["error"] = exc
 
+    limit = 2 * timeout.total_seconds() + _CONNECT_GRACE  # torch's own retries end first
     thread = threading.Thread(target=run, name="helios-store-connect", daemon=True)
     thread.start()
-    thread.join(timeout.total_seconds() + _CONNECT_GRACE)
+    thread.join(limit)
     if "error" in made:
         raise made["error"]
     if "store" in made:
         return made["store"]
     message = (
         f"rank {rank} of {world_size} got no answer from a rendezvous store at "
-        f"{meeting.where} ({meeting.port_source}) within "
-        f"{timeout.total_seconds() + _CONNECT_GRACE:g} s: another program holds that port "
-        "on rank 0's host and accepts connections (rank 0 then fails with 'already in "
-        "use'), or a firewall swallows them. Set MASTER_PORT to a port free on rank 0's "
-        "host"
+        f"{meeting.where} ({meeting.port_source}) within {limit:g} s: rank 0, which hosts "
+        "it, has not opened it (it never started, or failed before init), or another "
+        "program holds that port and accepts connections (rank 0 then fails with "
+        "'already in use'). See rank 0's output; set MASTER_PORT to a port free on rank "
+        "0's host if it is taken"
     )
-    raise ProcessGroupInitError(message)
+    raise ProcessGroupInitError(message) from TimeoutError(f"no answer within {limit:g} s")
 
 
 def side_channel(
