@@ -52,6 +52,17 @@ def rank_zero_of_two_on_a_busy_port(monkeypatch: pytest.MonkeyPatch, busy_port: 
         monkeypatch.setenv(name, value)
 
 
+def rank_one_of_two_at(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
+    """Hand-set variables of rank 1 of 2, whose rank 0 would serve the store at ``port``."""
+    for name, value in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 def summed(value: float) -> float:
     tensor = torch.tensor([value], device=local_device())
     dist.all_reduce(tensor)
@@ -430,13 +441,7 @@ def test_a_port_held_by_a_program_that_never_answers_fails_rank_1_within_the_tim
 ) -> None:
     # It accepts the connection (the kernel does, for its listening socket) and says
     # nothing: torch's client would wait for its answer forever.
-    for name, value in {
-        "RANK": "1",
-        "WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(busy_port),
-    }.items():
-        monkeypatch.setenv(name, value)
+    rank_one_of_two_at(monkeypatch, busy_port)
 
     with pytest.raises(ProcessGroupInitError) as caught:
         init(backend="gloo", timeout=timedelta(seconds=1))
@@ -453,13 +458,7 @@ def test_a_port_held_by_another_programs_store_is_named_within_the_timeout(
     monkeypatch: pytest.MonkeyPatch, unused_port: int
 ) -> None:
     theirs = TCPStore("127.0.0.1", unused_port, None, True, wait_for_workers=False)
-    for name, value in {
-        "RANK": "1",
-        "WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(unused_port),
-    }.items():
-        monkeypatch.setenv(name, value)
+    rank_one_of_two_at(monkeypatch, unused_port)
 
     with pytest.raises(ProcessGroupInitError) as caught:
         init(backend="gloo", timeout=timedelta(seconds=1))
