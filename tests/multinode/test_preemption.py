@@ -160,7 +160,7 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
 
     fields = wait_for("the end of the second attempt", second_attempt_ended, cluster, output)
     text = output.read_text() if output.exists() else ""
-    report = describe(Finished(["sbatch", job], 0, text, "")) + f"\n{fields}"
+    report = describe(Finished(["sbatch", job], 0, text, "")) + f"\n{fields}\n{cluster.logs()}"
     if how == "cancelled":
         assert_cancelled(text, fields, report)
         return
@@ -173,7 +173,8 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
             hows.append(result["how"])
             returned.append(float(result["at"]))
         else:
-            by_attempt[int(result["attempt"])][int(result["rank"])] = result
+            by_attempt.setdefault(int(result["attempt"]), {})[int(result["rank"])] = result
+    assert sorted(by_attempt) == [0, 1], report  # a requeue counted once
     first, second = by_attempt[0], by_attempt[1]
     assert sorted(first) == sorted(second) == [0, 1, 2, 3], report
     stopped = {entry["stopped"] for entry in first.values()}

@@ -164,6 +164,48 @@ def test_requeue_follows_what_slurm_says(
     assert not (tmp_path / "requeue-marker").exists()
 
 
+@pytest.mark.usefixtures("slurm_job")
+@pytest.mark.parametrize("ends", ["TERM", "KILL", "KILL before SLURM took it"])
+def test_a_requeue_that_signals_scontrol_itself_is_read_from_slurms_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ends: str
+) -> None:
+    """SLURM signals every process of a requeued job, the rank's ``scontrol`` included.
+
+    The fake ``scontrol requeue`` marks the job requeued (``show job`` then prints
+    ``Restarts=1``) and sends itself the signal: SIGTERM, which it must outlive to say
+    SLURM's answer, or SIGKILL, after which SLURM's record decides. Where SLURM never
+    took the request, the marker is the way out.
+    """
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    took = "" if ends.endswith("took it") else f': > "{folder}/requeued"; '
+    sent = ends.partition(" ")[0]
+    script = folder / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = requeue ]; then {took}kill -{sent} $$; exit 0; fi\n'
+        f'if [ -e "{folder}/requeued" ]; then echo "{PREEMPTED}"; else echo "{SIGNALLED}"; fi\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(folder))
+    with preemption() as stop:
+        outcome = stop.requeue()
+    said = capsys.readouterr().err
+    marker = tmp_path / "requeue-marker"
+    if ends == "KILL before SLURM took it":
+        assert (outcome.how, outcome.exit_status) == ("marker", 75)
+        assert "scontrol requeue 7 failed (exit status -9;" in said
+        assert marker.exists()
+        return
+    assert (outcome.how, outcome.exit_status) == ("scontrol", 0)
+    assert not marker.exists()
+    if ends == "KILL":
+        assert "scontrol requeue 7 ended without success (exit status -9), but SLURM" in said
+        assert "Restarts=1, this attempt started at 0" in said
+    else:
+        assert "ended without success" not in said
+
+
 def test_a_cause_asked_before_any_stop_is_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_job: None
 ) -> None:

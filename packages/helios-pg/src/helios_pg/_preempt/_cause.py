@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from helios_pg._preempt._scontrol import run_scontrol
+
 __all__ = ["Kind", "StopCause", "cause_from_job", "read_cause"]
 
 Kind = Literal["time_limit", "preempted", "requeued", "cancelled", "signal"]
@@ -139,7 +141,7 @@ def read_cause(
         return StopCause("signal", f"{signal} to SLURM job {job} (scontrol is not on PATH)")
     command = ["scontrol", "show", "job", "--oneliner", job]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        done = run_scontrol(command[1:], timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return StopCause("signal", f"{signal} to SLURM job {job} ({' '.join(command)}: {exc})")
     if done.returncode:

@@ -17,6 +17,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from helios_pg._preempt._scontrol import run_scontrol
+
 __all__ = ["GRACE_VARIABLE", "Grace", "find_grace", "grace_from", "variable_grace"]
 
 GRACE_VARIABLE = "HELIOS_PREEMPTION_GRACE"
@@ -63,13 +65,7 @@ def grace_from(value: object, what: str) -> float:
 def _kill_wait(timeout: float = 5.0) -> float | None:
     """SLURM's ``KillWait``, from ``scontrol show config``; None where it cannot be read."""
     try:
-        done = subprocess.run(
-            ["scontrol", "show", "config"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        done = run_scontrol(["show", "config"], timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = _KILL_WAIT.search(done.stdout)

@@ -43,7 +43,8 @@ from helios_env.integration import (
     REQUEUE_MARKER_VARIABLE as MARKER_VARIABLE,
 )
 from helios_env.integration import consume_requeue_marker, requeue_marker
-from helios_pg._preempt._cause import StopCause
+from helios_pg._preempt._cause import StopCause, read_cause
+from helios_pg._preempt._scontrol import run_scontrol
 
 __all__ = [
     "EXIT_REQUEUE",
@@ -206,18 +207,14 @@ def requeue_job(plan: Requeue, *, timeout: float, attempt: int = 0) -> Requeue:
     """
     outcome = plan
     if plan.how == "scontrol" and plan.job is not None:
-        command = ["scontrol", "requeue", plan.job]
         try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, check=False
-            )
+            done = run_scontrol(["requeue", plan.job], timeout=timeout)
             said = done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}"
             failure = said if done.returncode else ""
         except (OSError, subprocess.TimeoutExpired) as exc:
             failure = str(exc)
         if failure:
-            why = f"scontrol requeue {plan.job} failed ({failure}; submitted with --requeue?)"
-            outcome = _fallback(plan.job, why)
+            outcome = _requeued_after_all(plan, failure, timeout)
     if outcome.how == "marker" and outcome.marker is not None:
         record = {
             "attempt": attempt,
@@ -238,6 +235,25 @@ def requeue_job(plan: Requeue, *, timeout: float, attempt: int = 0) -> Requeue:
     sys.stderr.write(f"helios requeue: {outcome.detail}\n")
     sys.stderr.flush()
     return outcome
+
+
+def _requeued_after_all(plan: Requeue, failure: str, timeout: float) -> Requeue:
+    """What a failed ``scontrol requeue`` leaves: SLURM's record decides.
+
+    ``scontrol`` can end before it answers (SIGKILL after ``KillWait``, its time limit)
+    when SLURM has taken the request: where the job's ``Restarts`` count is past this
+    attempt's, the job is back in the queue, and a marker would count the next attempt
+    twice.
+    """
+    after = read_cause("a failed scontrol requeue", timeout=timeout)
+    if after.kind == "requeued":
+        detail = (
+            f"scontrol requeue {plan.job} ended without success ({failure}), but SLURM "
+            f"has the job requeued: {after.detail}"
+        )
+        return replace(plan, detail=detail)
+    why = f"scontrol requeue {plan.job} failed ({failure}; submitted with --requeue?)"
+    return _fallback(plan.job, why)
 
 
 def marker_consumed(rank: int) -> Path | None:
