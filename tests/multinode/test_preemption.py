@@ -37,6 +37,9 @@ pytestmark = [pytest.mark.multinode, pytest.mark.timeout(2 * TEST_TIMEOUT)]
 
 WORKER = REPO_ROOT / "tests" / "pg" / "workers" / "preempted.py"
 LIMIT = 150.0
+HOLD = 2.0
+"""Seconds a requeued job waits, once its first attempt has ended, before the test lifts
+SLURM's hold on it."""
 """Seconds from submission to the end of the second attempt (eight processes importing
 torch on two shared cores, twice)."""
 
@@ -144,12 +147,26 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
         preempting = cluster.finish([*urgent, "--wrap", "sleep 1"])
         assert preempting.returncode == 0, describe(preempting)
 
+    waiting: list[float] = []  # when the requeued job was first seen waiting
+
     def second_attempt_ended() -> dict[str, str] | None:
         fields = job_fields(cluster, job)
-        if fields.get("Restarts") == "1" and fields.get("Reason") == "BeginTime":
-            # SLURM holds a requeued job a while: lift the hold once the job waits. Its
-            # time limit goes too: the second attempt runs to its end however slowly
-            # its ranks import torch, with no second warning.
+        requeued = fields.get("Restarts") == "1" and fields.get("Reason") == "BeginTime"
+        if requeued and fields.get("JobState") == "PENDING" and not waiting:
+            waiting.append(time.monotonic())
+        if (
+            waiting
+            and time.monotonic() - waiting[0] >= HOLD
+            and fields.get("JobState") == "PENDING"
+        ):
+            # SLURM holds a requeued job a while: lift the hold once the first attempt
+            # has ended on every node (PENDING, no longer COMPLETING) and a whole second
+            # has passed. SLURM's nodes refuse a launch whose credential is not newer,
+            # in whole seconds, than the first attempt's revocation: a job started in
+            # that second fails at once (FAILED, ExitCode 1, RunTime 0), which the hold
+            # of CredExpire + 1 s is there to prevent. Its time limit goes too: the
+            # second attempt runs to its end however slowly its ranks import torch,
+            # with no second warning.
             limit = ["TimeLimit=UNLIMITED"] if how == "time_limit" else []
             lifted = cluster.finish(["scontrol", "update", f"JobId={job}", "StartTime=now", *limit])
             assert lifted.returncode == 0 or not limit, describe(lifted)
