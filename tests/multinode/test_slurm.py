@@ -120,3 +120,21 @@ def test_rank_zero_on_a_node_no_hostfile_names_fails_every_rank_fast(
     errors = [line for line in finished.stderr.splitlines() if line.startswith(prefix)]
     assert len(errors) == 2, describe(finished)
     assert all("SLURM_HOSTFILE" in line and "MASTER_ADDR" in line for line in errors), errors
+
+
+def test_a_node_whose_ranks_never_start_is_named_by_every_rank_that_came(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # node2's tasks end before their program starts: node1's ranks wait at the store
+    # until the timeout, then name ranks 2-3 and the node SLURM placed them on.
+    script = tmp_path / "job.sh"
+    script.write_text('[ "$SLURM_NODEID" = 1 ] && exit 0\nexec "$@"\n')
+    command = ["srun", "-N2", "--ntasks-per-node=2", "sh", str(script), *FORM_GROUP]
+    finished = cluster.finish([*command, "--timeout", "8"], limit=LIMIT)
+
+    assert finished.returncode != 0, describe(finished)
+    prefix = "helios_pg._errors.ProcessGroupInitError: "
+    errors = [line for line in finished.stderr.splitlines() if line.startswith(prefix)]
+    assert len(errors) == 2, describe(finished)
+    said = "ranks 2-3 (expected on node2) never joined the rendezvous store at "
+    assert all(said in line and "; ranks 0-1 (node1) did: they" in line for line in errors), errors

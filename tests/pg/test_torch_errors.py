@@ -109,3 +109,40 @@ def test_the_count_of_ranks_in_a_store_timeout_is_read_from_its_text() -> None:
     message = explained(dist.DistStoreError("Timed out after 5 s. 1/3 clients joined."))
 
     assert "only 1 of 3 ranks joined" in message
+
+
+def test_the_ranks_that_never_came_are_named_with_where_they_were_to_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {
+        "SLURM_STEP_NUM_TASKS": "8",
+        "SLURM_STEP_NODELIST": "node[1-2]",
+        "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SLURM_DISTRIBUTION", raising=False)
+    call = InitCall.start(
+        backend="gloo", world_size=8, rank=1, timeout=timedelta(seconds=5), meeting=MEETING
+    )
+    arrived = {0: "node1", 1: "node1", 2: "node1", 3: "node1", 5: "node2"}
+    cause = TimeoutError("the rendezvous did not complete within 5 s")
+
+    message = explain_failure(JoinTimeoutError(5, cause, arrived), call, Step.STORE)
+
+    assert (
+        "ranks 4, 6-7 (expected on node2) never joined the rendezvous store at "
+        "127.0.0.1:29999 within 5 s; ranks 0-3, 5 (node1, node2) did: they never started" in message
+    ), message
+
+
+def test_without_a_launcher_that_places_them_the_missing_ranks_are_named_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SLURM_STEP_NUM_TASKS", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    cause = TimeoutError("the rendezvous did not complete within 5 s")
+
+    message = explained(JoinTimeoutError(1, cause, {0: "here"}))
+
+    assert "rank 1 never joined the rendezvous store at 127.0.0.1:29999 within 5 s; " in message
+    assert "rank 0 (here) did: it never started" in message

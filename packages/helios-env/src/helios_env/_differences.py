@@ -68,23 +68,25 @@ def span(ranks: Sequence[int]) -> str:
     return f"{'rank' if len(ordered) == 1 else 'ranks'} {', '.join(parts)}"
 
 
-def ranks_on(ranks: Sequence[int], hosts: Sequence[str]) -> str:
+def ranks_on(ranks: Sequence[int], hosts: Sequence[str], *, where: str = "") -> str:
     """Name ranks with their hosts: ``ranks 2-3 (node1)``, ``rank 0 (node0)``.
 
     Args:
         ranks: The ranks.
-        hosts: Every rank's host, by rank.
+        hosts: Every rank's host, by rank; an empty name is not shown.
+        where: Words before the hosts: ``"expected on "``.
 
     Returns:
         The words; the first few hosts are named, and how many more there are.
     """
-    names = list(dict.fromkeys(hosts[rank] for rank in sorted(ranks) if rank < len(hosts)))
+    named = (hosts[rank] for rank in sorted(ranks) if rank < len(hosts))
+    names = list(dict.fromkeys(name for name in named if name))
     if not names:
         return span(ranks)
     shown = ", ".join(names[:_HOSTS_SHOWN])
     if len(names) > _HOSTS_SHOWN:
         shown += f" and {len(names) - _HOSTS_SHOWN} more hosts"
-    return f"{span(ranks)} ({shown})"
+    return f"{span(ranks)} ({where}{shown})"
 
 
 def group_ranks(

@@ -22,7 +22,7 @@ from helios_env._integers import read_int
 from helios_env._launcher import HostsJson, LauncherSpec
 from helios_env._sources import DERIVED
 
-__all__ = ["NO_NODES", "Fact", "Nodes", "stated_nodes", "tasks_here"]
+__all__ = ["NO_NODES", "Fact", "Nodes", "stated_nodes", "tasks_here", "tasks_per_node"]
 
 # A node of a step runs at least one task: counts and repeats are positive.
 _TASKS_PER_NODE = re.compile(r"^([1-9]\d*)(?:\(x([1-9]\d*)\))?$")
@@ -80,7 +80,7 @@ def _first(get: Getter, candidates: Iterable[Fact]) -> Fact | None:
     )
 
 
-def _counts(get: Getter, name: str) -> list[int] | None:
+def tasks_per_node(get: Getter, name: str) -> list[int] | None:
     """Every node's task count from a list such as ``2(x3),1``; None when it is not set."""
     raw = get(name)
     if raw is None:
@@ -119,7 +119,7 @@ def _count_candidates(get: Getter, spec: LauncherSpec) -> Iterator[Fact]:
             name = spec.hosts.hosts
             yield Fact(listed, f"{DERIVED}: the hosts in {name}", name)
     for name in spec.tasks_per_node:
-        counts = _counts(get, name)
+        counts = tasks_per_node(get, name)
         if counts is not None:
             yield Fact(len(counts), f"{DERIVED}: the nodes listed in {name}", name)
     found = _on_each_node(get, spec)
@@ -195,7 +195,7 @@ def tasks_here(get: Getter, spec: LauncherSpec, nodes: Nodes) -> Fact | None:
     """
     candidates: list[Fact] = []
     for name in spec.tasks_per_node:
-        counts = _counts(get, name)
+        counts = tasks_per_node(get, name)
         if counts is None:
             continue
         if nodes.index is not None and nodes.index.value < len(counts):

@@ -4,9 +4,10 @@ helios-pg and helios-collectives use these names, and so may any package that ma
 process groups: record the node layout a group learned (so that
 :func:`helios_env.get_dist_info` answers from it while that group lives), build and
 compare the fingerprints the ranks must agree on, pick gloo's network interface, read
-helios's on/off variables, say which variables are missing in helios's words, and find
-(and, once the run it asked for has started, remove) the requeue marker a stopped run
-left. Like the rest of helios-env, nothing here imports torch.
+helios's on/off variables, say which variables are missing in helios's words, say
+where each rank should run (to name the ranks that never came), and find (and, once the
+run it asked for has started, remove) the requeue marker a stopped run left. Like the
+rest of helios-env, nothing here imports torch.
 """
 
 from helios_env._differences import (
@@ -22,6 +23,7 @@ from helios_env._differences import (
     settings_message,
 )
 from helios_env._endpoint import endpoint
+from helios_env._expected import expected_hosts
 from helios_env._fingerprint import MUST_AGREE, Fingerprint, fingerprint
 from helios_env._interface import VARIABLE as GLOO_INTERFACE_VARIABLE
 from helios_env._interface import GlooInterface, gloo_interface
@@ -49,6 +51,7 @@ __all__ = [
     "differences",
     "disagreement_message",
     "endpoint",
+    "expected_hosts",
     "fingerprint",
     "forget_layout",
     "gloo_interface",

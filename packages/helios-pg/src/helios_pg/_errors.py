@@ -30,6 +30,8 @@ becomes ``RendezvousConfigError``, the rest ``ProcessGroupInitError``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "AdoptionWarning",
     "AgreementWarning",
@@ -93,9 +95,16 @@ class JoinTimeoutError(ProcessGroupInitError):
     Attributes:
         joined: How many ranks had counted in, or None when the store was gone.
         cause: What the wait for the others raised.
+        arrived: Each rank that had counted in, with its host; None when unknown.
     """
 
-    def __init__(self, joined: int | None, cause: BaseException) -> None:
+    def __init__(
+        self,
+        joined: int | None,
+        cause: BaseException,
+        arrived: Mapping[int, str] | None = None,
+    ) -> None:
         super().__init__(str(cause))
         self.joined = joined
         self.cause = cause
+        self.arrived = arrived

@@ -9,9 +9,10 @@ steps before the group forms:
   job, torchrun's run id) under one key: a process of another job that reaches the
   same address and port stops with an error naming both jobs, instead of joining or
   corrupting the first job's store;
-- each rank counts itself in and waits until every rank has, so when one never
-  comes, every rank that reached the store says how many ranks did, instead of
-  gloo's "wait timeout ... keys: /default_pg/0//cpu//0/0".
+- each rank counts itself in, with its host, and waits until every rank has, so when
+  one never comes, every rank that reached the store names the ranks that did not and
+  where they were to run, instead of gloo's "wait timeout ... keys:
+  /default_pg/0//cpu//0/0".
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 JOB_KEY = "helios_pg/job"
+_WHO = "/who"
+"""After the count's key: ``RANK@HOST;`` of each rank that reached the rendezvous."""
 _HOST_GRACE = timedelta(seconds=2)
 
 
@@ -74,6 +77,19 @@ class EnvStore:
             return int(self.store.add(self.joined_key, 0))
         except (RuntimeError, ValueError):
             return None
+
+    def arrived(self) -> dict[int, str] | None:
+        """Each rank that reached the rendezvous, with its host; None when the store is gone."""
+        try:
+            said = bytes(self.store.get(self.joined_key + _WHO)).decode(errors="replace")
+        except (RuntimeError, ValueError):
+            return None
+        found: dict[int, str] = {}
+        for entry in said.split(";"):
+            rank, _, host = entry.partition("@")
+            if rank.isdigit():
+                found[int(rank)] = host
+        return found
 
 
 def check_own_address(meeting: Meeting) -> None:
@@ -208,6 +224,8 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     key = f"helios_pg/joined/{restart}/{session}"
     counted = EnvStore(store, key, world_size)
     store.add(key, 1)
+    # Who came, and from where: read only when some rank never does (one request each).
+    store.append(key + _WHO, f"{rank}@{socket.gethostname()};")
     # Every rank waits for all to count in, as torch's env:// rank 0 does. The host
     # waits a little longer, so that the others can still read how many came.
     try:
@@ -216,11 +234,11 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
             timeout + _HOST_GRACE if hosts else timeout,
         )
     except (RuntimeError, ValueError, TimeoutError) as exc:
-        joined = counted.joined()
+        joined, arrived = counted.joined(), counted.arrived()
         # The traceback keeps this frame: drop the store now, or rank 0's server (its
         # port and its threads) would live as long as the error does.
         del store, counted
-        raise JoinTimeoutError(joined, exc) from exc
+        raise JoinTimeoutError(joined, exc, arrived) from exc
     return counted
 
 

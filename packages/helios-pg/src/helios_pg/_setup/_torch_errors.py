@@ -14,12 +14,13 @@ import enum
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import torch.distributed as dist
 
 from helios_env import LauncherEnvError
+from helios_env.integration import expected_hosts, ranks_on
 from helios_pg._errors import (
     BackendUnavailableError,
     DeviceBindingError,
@@ -112,6 +113,20 @@ def _busy_port(head: str, meeting: Meeting | None, store: str, text: str) -> str
     )
 
 
+def _missing(head: str, store: str, arrived: Mapping[int, str], world_size: int, text: str) -> str:
+    """Name the ranks that never reached the store, where they were to run, and who came."""
+    missing = [rank for rank in range(world_size) if rank not in arrived]
+    hosts = [arrived.get(rank, "") for rank in range(world_size)]
+    absent = ranks_on(missing, expected_hosts(world_size) or [], where="expected on ")
+    came = ranks_on(sorted(rank for rank in arrived if rank < world_size), hosts)
+    they = "it" if len(missing) == 1 else "they"
+    return (
+        f"{head}: {absent} never joined {store}; {came} did: {they} never started, failed "
+        "before init, or were given another MASTER_ADDR/MASTER_PORT or WORLD_SIZE. torch "
+        f"said: {text}"
+    )
+
+
 def explain_failure(exc: BaseException, call: InitCall, step: Step) -> str:
     """Turn torch's error at a step of init into one that says what happened and what to do.
 
@@ -131,8 +146,9 @@ def explain_failure(exc: BaseException, call: InitCall, step: Step) -> str:
             "died or hangs right after the rendezvous"
         )
     joined: int | None = None
+    arrived: Mapping[int, str] | None = None
     if isinstance(exc, JoinTimeoutError):
-        joined, exc = exc.joined, exc.cause
+        joined, arrived, exc = exc.joined, exc.arrived, exc.cause
     text = str(exc)
     meeting, init_method = call.meeting, call.init_method
     if meeting is not None:
@@ -152,6 +168,8 @@ def explain_failure(exc: BaseException, call: InitCall, step: Step) -> str:
     counted = _CLIENTS_JOINED.search(text) if isinstance(exc, dist.DistStoreError) else None
     if counted is not None:
         joined, world_size = int(counted.group(1)), int(counted.group(2))
+    if arrived and len(arrived) < world_size:
+        return _missing(head, f"{store}{within}", arrived, world_size, text)
     if joined is not None and joined < world_size:
         return (
             f"{head}: only {joined} of {world_size} ranks joined {store}{within}; the "
