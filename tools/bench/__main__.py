@@ -34,6 +34,7 @@ CASES: dict[str, Callable[[], Measured]] = {
     "busbw": busbw.run,
     "preemption": partial(ranks.on_ranks, "preemption", 2, 8, 32),
     "agreement": partial(ranks.on_ranks, "agreement", 2, 8),
+    "reporter": partial(ranks.on_ranks, "reporter", 2, 8),
     "scale": partial(ranks.on_ranks, "scale", 8, 16, 32, 64),
 }
 """Every case by its command-line name, in the order of the table."""

@@ -33,7 +33,7 @@ from helios_collectives import (
     gather_uneven,
 )
 from tests.support.procs import free_port, launcher_variables, plain_environment
-from tools.bench.agreement import on_ranks_agreement
+from tools.bench.agreement import on_ranks_agreement, on_ranks_reporter
 from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "on_ranks_check",
     "on_ranks_collectives",
     "on_ranks_preemption",
+    "on_ranks_reporter",
     "on_ranks_scale",
     "plugin",
 ]
