@@ -11,7 +11,10 @@ a multi-rank test.
 """
 
 import importlib as _importlib
+import time as _time
 from typing import TYPE_CHECKING
+
+_IMPORTED = _time.time()  # when the program imported helios_pg: its start-up timeline
 
 if TYPE_CHECKING:
     # What type checkers see of _PUBLIC (tests/pg/test_public_api.py holds them equal).
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from helios_pg._errors import PreemptionError as PreemptionError
     from helios_pg._errors import ProcessGroupInitError as ProcessGroupInitError
     from helios_pg._errors import RendezvousConfigError as RendezvousConfigError
+    from helios_pg._errors import StartupWarning as StartupWarning
     from helios_pg._helios_ml import init_dist as init_dist
     from helios_pg._helios_ml import is_dist_active as is_dist_active
     from helios_pg._helios_ml import shutdown_dist as shutdown_dist
@@ -51,6 +55,7 @@ _PUBLIC = {
     "RendezvousConfigError": "helios_pg._errors",
     "Requeue": "helios_pg._preempt",
     "Resumed": "helios_pg._preempt",
+    "StartupWarning": "helios_pg._errors",
     "StopCause": "helios_pg._preempt",
     "default_backend": "helios_pg._backend",
     "init": "helios_pg._setup",

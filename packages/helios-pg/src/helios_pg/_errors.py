@@ -19,8 +19,10 @@ Hierarchy::
                                     multi-rank launch, or not called at the same
                                     points on every rank
     UserWarning
-    └── AgreementWarning            the ranks' settings differ (NCCL_*, GLOO_*, ...):
-                                    init warns once, from rank 0
+    ├── AgreementWarning            the ranks' settings differ (NCCL_*, GLOO_*, ...):
+    │                               init warns once, from rank 0
+    └── StartupWarning              some ranks reached the rendezvous much later than
+                                    the others: init warns once, from rank 0
 
 All are raised before any network activity, except ``ProcessGroupInitError``. torch's
 own errors become these in one place, by type (``helios_pg._setup._torch_errors``): its
@@ -41,6 +43,7 @@ __all__ = [
     "PreemptionError",
     "ProcessGroupInitError",
     "RendezvousConfigError",
+    "StartupWarning",
 ]
 
 
@@ -69,6 +72,17 @@ class AgreementWarning(UserWarning):
     ``init`` warns once, from rank 0, naming each variable and the groups of ranks
     with each value. Ranks that run different software (Python, torch, helios, the
     main script) are an error instead: a ``ProcessGroupInitError`` on every rank.
+    """
+
+
+class StartupWarning(UserWarning):
+    """Some ranks reached the rendezvous store much later than the others.
+
+    ``init`` warns once, from rank 0, naming the late ranks and their hosts, how late
+    the last one was, and the step where they lost the most time (their processes
+    started late, Python's imports, the program's own work before ``init``, the
+    network). ``warnings.filterwarnings("ignore", category=helios_pg.StartupWarning)``
+    silences it.
     """
 
 

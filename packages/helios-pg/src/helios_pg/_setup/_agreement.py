@@ -43,7 +43,7 @@ from helios_env.integration import (
 from helios_pg._errors import AgreementWarning, ProcessGroupInitError
 from helios_pg._store_poll import wait_for_keys
 
-__all__ = ["VARIABLE", "enabled", "own_fingerprint", "settle", "torch_build"]
+__all__ = ["VARIABLE", "enabled", "own_fingerprint", "settle", "torch_build", "user_stacklevel"]
 
 VARIABLE = "HELIOS_AGREEMENT_CHECK"
 """``0`` (or ``false``, ``no``, ``off``) turns the check off on this rank."""
@@ -92,7 +92,7 @@ def own_fingerprint(backend: str, device: torch.device | None) -> Fingerprint:
     return fingerprint(torch_build=torch_build(), backend=backend, device=kind)
 
 
-def _stacklevel() -> int:
+def user_stacklevel() -> int:
     """``warnings.warn``'s stacklevel for the first caller outside helios_pg and contextlib."""
     frame = sys._getframe(1)
     level = 1
@@ -167,4 +167,4 @@ def settle(
         raise ProcessGroupInitError(disagreement_message(strict, hosts))
     if rank == 0 and (found or unchecked):
         message = settings_message(found, hosts, unchecked)
-        warnings.warn(message, AgreementWarning, stacklevel=_stacklevel())
+        warnings.warn(message, AgreementWarning, stacklevel=user_stacklevel())

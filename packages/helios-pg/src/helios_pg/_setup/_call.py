@@ -9,6 +9,7 @@ resolved here, and only here.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -46,6 +47,7 @@ class InitCall:
             names): ``timeout``, else torch's default for ``backend``.
         init_method: The ``init_method`` given to ``init``, if any.
         meeting: Where the ranks meet, when init forms the rendezvous itself.
+        called: When init was called, in wall-clock seconds.
     """
 
     backend: str
@@ -55,6 +57,7 @@ class InitCall:
     wait: timedelta
     init_method: str | None = None
     meeting: Meeting | None = None
+    called: float = 0.0
 
     @classmethod
     def start(
@@ -81,4 +84,4 @@ class InitCall:
             The call, its ``wait`` resolved.
         """
         wait = timeout if timeout is not None else _torch_default(backend)
-        return cls(backend, world_size, rank, timeout, wait, init_method, meeting)
+        return cls(backend, world_size, rank, timeout, wait, init_method, meeting, time.time())

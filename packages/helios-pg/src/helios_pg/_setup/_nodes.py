@@ -30,6 +30,7 @@ from helios_pg._setup._agreement import settle
 from helios_pg._setup._call import InitCall
 from helios_pg._setup._gloo_interface import bind_gloo, release_gloo
 from helios_pg._setup._store import EnvStore
+from helios_pg._setup._timeline import IMPORTED, Arrival, process_started, warn_of_late_start
 from helios_pg._setup._torch_errors import Step, map_torch_errors
 from helios_pg._store_poll import wait_for_keys
 from helios_pg._torch import destroy_without_deadlock
@@ -53,6 +54,8 @@ class Roll(NamedTuple):
     """The largest attempt any rank's launcher variables said."""
     digests: list[str]
     """Each rank's fingerprint digest; empty where a rank does not check agreement."""
+    timings: list[str]
+    """Each rank's start-up moments (:meth:`Arrival.encode`); empty where it sent none."""
 
 
 def exchange_hosts(
@@ -64,8 +67,9 @@ def exchange_hosts(
     *,
     job_attempt: int = 0,
     digest: str = "",
+    timing: str = "",
 ) -> Roll:
-    """Return every rank's host name, attempt and fingerprint digest, in rank order.
+    """Return every rank's host name, attempt, fingerprint digest and moments, by rank.
 
     Args:
         store: The group's rendezvous store (every rank's, the same keys).
@@ -75,15 +79,18 @@ def exchange_hosts(
         timeout: How long to wait for the others.
         job_attempt: The attempt this rank's launcher variables say.
         digest: This rank's fingerprint digest; empty when it does not check agreement.
+        timing: This rank's start-up moments (:meth:`Arrival.encode`), or empty.
 
     Returns:
-        The host names and digests, one per rank, and the largest attempt any rank said.
+        The host names, digests and moments, one per rank, and the largest attempt any
+        rank said.
 
     Raises:
         TimeoutError: A rank did not write its name, or rank 0 its list, in time.
     """
     deadline = time.monotonic() + timeout.total_seconds()
-    store.set(f"{prefix}/host/{rank}", f"{socket.gethostname()}\t{job_attempt}\t{digest}")
+    entry = f"{socket.gethostname()}\t{job_attempt}\t{digest}\t{timing}"
+    store.set(f"{prefix}/host/{rank}", entry)
     table = f"{prefix}/hosts"
     if rank == 0:
         keys = [f"{prefix}/host/{index}" for index in range(world_size)]
@@ -93,11 +100,12 @@ def exchange_hosts(
     else:
         wait_for_keys(store, [table], deadline, "rank 0's table of host names")
         lines = bytes(store.get(table)).decode(errors="replace").split("\n")
-    entries = [(*line.split("\t"), "", "")[:3] for line in lines]
+    entries = [(*line.split("\t"), "", "", "")[:4] for line in lines]
     return Roll(
-        [host for host, _, _ in entries],
-        max(int(count or 0) for _, count, _ in entries),
-        [found for _, _, found in entries],
+        [host for host, _, _, _ in entries],
+        max(int(count or 0) for _, count, _, _ in entries),
+        [found for _, _, found, _ in entries],
+        [timing for _, _, _, timing in entries],
     )
 
 
@@ -162,8 +170,12 @@ def _exchange(
     agreement: Callable[[], Fingerprint] | None,
     *,
     wanted: bool,
+    arrival: Arrival | None = None,
 ) -> DistributedInfo | None:
-    """Exchange hosts and digests; check agreement if asked; the layout if ``wanted``."""
+    """Exchange hosts, digests and moments; check agreement; the layout if ``wanted``.
+
+    Rank 0 also warns of ranks that reached the store late (:mod:`._timeline`).
+    """
     rank, world_size = call.rank, call.world_size
     mine = agreement() if agreement is not None else None
     digest = mine.digest if mine is not None else ""
@@ -176,7 +188,10 @@ def _exchange(
             call.wait,
             job_attempt=report.info.attempt,
             digest=digest,
+            timing=arrival.encode() if arrival is not None else "",
         )
+        if rank == 0 and arrival is not None:
+            warn_of_late_start(roll.timings, roll.hosts)
         if mine is not None:
             settle(
                 store,
@@ -219,7 +234,10 @@ def prepare_nodes(
     wanted = wants_hosts(report, call.backend, call.world_size)
     if wanted or (agreement is not None and call.world_size > 1):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        layout = _exchange(env_store.store, prefix, call, report, agreement, wanted=wanted)
+        arrival = Arrival(process_started(), IMPORTED, call.called, env_store.reached)
+        layout = _exchange(
+            env_store.store, prefix, call, report, agreement, wanted=wanted, arrival=arrival
+        )
     num_nodes = layout.num_nodes if layout else report.num_nodes
     bind_gloo(call.backend, call.meeting.addr, num_nodes)
     return layout

@@ -1,0 +1,73 @@
+"""Ranks that reach the rendezvous late: init's warning, from rank 0, and its words."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from helios_pg._setup._timeline import Arrival, late_start
+from tests.support.procs import results, run_hand_started
+
+WORKER = Path(__file__).parent / "workers" / "late_start.py"
+HOSTS = ["node1"] * 4 + ["node2"] * 4
+
+
+def on_time(rank: int) -> Arrival:
+    return Arrival(100.0 + rank * 0.01, 103.0, 103.5, 104.0 + rank * 0.01)
+
+
+def test_ranks_on_time_are_not_named() -> None:
+    assert late_start([on_time(rank) for rank in range(8)], HOSTS) is None
+
+
+@pytest.mark.parametrize(
+    ("late", "step"),
+    [
+        (Arrival(138.0, 141.0, 141.5, 142.0), "their processes started 38 s after the others'"),
+        (Arrival(100.0, 138.0, 138.5, 139.0), "35 s more than the others from their processes'"),
+        (Arrival(100.0, 103.0, 138.5, 139.0), "35 s more than the others from importing helios"),
+        (Arrival(100.0, 103.0, 103.5, 139.0), "35 s more than the others from calling init"),
+    ],
+    ids=["started", "imports", "before-init", "network"],
+)
+def test_the_late_ranks_are_named_with_their_node_and_the_step_that_took_the_time(
+    late: Arrival, step: str
+) -> None:
+    arrivals = [on_time(rank) for rank in range(6)] + [late, late]
+
+    message = late_start(arrivals, HOSTS)
+
+    assert message is not None
+    assert message.startswith("ranks 6-7 (node2) reached the rendezvous store ")
+    assert step in message, message
+
+
+def test_a_rank_that_sent_no_moments_is_left_out() -> None:
+    arrivals: list[Arrival | None] = [on_time(0), None, Arrival(100.0, 103.0, 103.5, 150.0)]
+    message = late_start(arrivals, ["node1", "node2", "node3"])
+    assert message is not None
+    assert message.startswith("rank 2 (node3) reached the rendezvous store 46 s after"), message
+    assert late_start([None, *arrivals[2:]], HOSTS[:2]) is None  # one rank: nothing to compare
+    assert Arrival.decode("") is None
+    assert Arrival.decode(",1.0,2.0,3.0") == Arrival(None, 1.0, 2.0, 3.0)
+
+
+@pytest.mark.parametrize("late_by", [0.0, 3.0], ids=["on-time", "late"])
+def test_rank_zero_warns_once_of_a_rank_that_called_init_late(late_by: float) -> None:
+    env = {"HELIOS_TEST_LATE_RANK": "2", "HELIOS_TEST_LATE_BY": str(late_by)}
+    finished = run_hand_started(WORKER, 3, extra_env=env, limit=120)
+    reports = {entry["rank"]: entry["warnings"] for entry in results(finished)}
+    detail = "\n".join(item.describe() for item in finished)
+
+    assert sorted(reports) == [0, 1, 2], detail
+    assert reports[1] == reports[2] == [], detail
+    if not late_by:
+        assert reports[0] == [], detail
+        return
+    (warning,) = reports[0]
+    assert warning.startswith(f"rank 2 ({socket.gethostname()}) reached the rendezvous store"), (
+        warning
+    )
+    assert "from importing helios to calling init (the program's own work" in warning, warning

@@ -1,0 +1,34 @@
+"""Worker: one rank of three calls init late; each reports the StartupWarnings it saw.
+
+``HELIOS_TEST_LATE_RANK`` sleeps ``HELIOS_TEST_LATE_BY`` seconds between importing
+helios and calling init. The threshold is lowered to one second here (the module's
+constant), so the test need not wait ten.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import helios_pg
+from helios_pg._setup import _timeline
+from tests.support.worker import report
+
+_timeline.LATE = 1.0
+
+
+def main() -> None:
+    rank = int(os.environ["RANK"])
+    if rank == int(os.environ.get("HELIOS_TEST_LATE_RANK", "-1")):
+        time.sleep(float(os.environ["HELIOS_TEST_LATE_BY"]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        helios_pg.init(backend="gloo", timeout=30)
+    seen = [str(w.message) for w in caught if issubclass(w.category, helios_pg.StartupWarning)]
+    report(rank=rank, warnings=seen)
+    helios_pg.shutdown()
+
+
+if __name__ == "__main__":
+    main()
