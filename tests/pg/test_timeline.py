@@ -44,6 +44,18 @@ def test_the_late_ranks_are_named_with_their_node_and_the_step_that_took_the_tim
     assert step in message, message
 
 
+def test_half_the_job_arriving_late_is_named_too() -> None:
+    late = Arrival(138.0, 141.0, 141.5, 142.0)
+    message = late_start([on_time(rank) for rank in range(4)] + [late] * 4, HOSTS)
+    assert message is not None
+    assert message.startswith("ranks 4-7 (node2) reached the rendezvous store 38 s after"), message
+
+
+def test_ranks_that_arrive_one_after_another_are_not_late() -> None:
+    steady = [Arrival(100.0, 103.0, 103.5, 104.0 + 5 * rank) for rank in range(8)]
+    assert late_start(steady, HOSTS) is None  # 35 s in all, never 10 s without a rank
+
+
 def test_a_rank_that_sent_no_moments_is_left_out() -> None:
     arrivals: list[Arrival | None] = [on_time(0), None, Arrival(100.0, 103.0, 103.5, 150.0)]
     message = late_start(arrivals, ["node1", "node2", "node3"])

@@ -4,8 +4,9 @@ Four moments of a rank, in wall-clock seconds: its process started (the OS's rec
 it, not when helios was imported), ``helios_pg`` was imported, ``init`` was called, the
 rank reached the rendezvous store. They ride the exchange of host names that init makes
 anyway (:mod:`helios_pg._setup._nodes`): no request of their own. Rank 0 then compares
-them. A rank that reached the store more than :data:`LATE` seconds after the median
-rank is late; rank 0 warns once (:class:`~helios_pg._errors.StartupWarning`), naming
+them. Where, in the order of arrival, more than :data:`LATE` seconds pass with no rank
+arriving, the ranks that came after are late (a node of four that started 38 s after
+the others, or half the job); rank 0 warns once (:class:`~helios_pg._errors.StartupWarning`), naming
 the late ranks with their hosts, how late the last one was, and the step where they
 lost the most time against the others: the process started late (the launcher, the
 scheduler), helios was imported late after it (Python's imports from a slow file
@@ -34,7 +35,7 @@ __all__ = ["IMPORTED", "LATE", "Arrival", "late_start", "process_started", "warn
 IMPORTED: float = helios_pg._IMPORTED
 """When the program imported ``helios_pg`` (not torch: ``helios_pg`` loads it on first use)."""
 LATE = 10.0
-"""Seconds past the median rank's arrival at the store from which a rank is late."""
+"""Seconds with no rank arriving at the store after which the ranks still to come are late."""
 
 
 def process_started() -> float | None:
@@ -113,13 +114,13 @@ def late_start(arrivals: Sequence[Arrival | None], hosts: Sequence[str]) -> str 
         step where they lost the most time against the ranks on time.
     """
     known = {rank: arrival for rank, arrival in enumerate(arrivals) if arrival is not None}
-    if len(known) < 2:
+    order = sorted(known, key=lambda rank: known[rank].reached)
+    gaps = range(1, len(order))
+    cut = next((i for i in gaps if known[order[i]].reached - known[order[i - 1]].reached > LATE), 0)
+    if not cut:
         return None
-    median = statistics.median(arrival.reached for arrival in known.values())
-    late = sorted(rank for rank, arrival in known.items() if arrival.reached - median > LATE)
-    on_time = [arrival for rank, arrival in known.items() if rank not in late]
-    if not late or not on_time:
-        return None
+    late = sorted(order[cut:])
+    on_time = [known[rank] for rank in order[:cut]]
     first = min(arrival.reached for arrival in known.values())
     last = max(known[rank].reached for rank in late)
     starts = [a.started if a.started is not None else a.imported for a in known.values()]
@@ -128,11 +129,9 @@ def late_start(arrivals: Sequence[Arrival | None], hosts: Sequence[str]) -> str 
     ours = _medians([_steps(arrival, first_start) for arrival in on_time])
     excess = [mine - usual for mine, usual in zip(theirs, ours, strict=True)]
     step = max(range(len(excess)), key=excess.__getitem__)
-    usual = f" (the median rank {median - first:.0f} s after it)" if median - first >= 1 else ""
     return (
         f"{ranks_on(late, hosts)} reached the rendezvous store {last - first:.0f} s after "
-        f"the first rank{usual}; most of the difference: "
-        f"{_STEPS[step].format(f'{excess[step]:.0f}')}"
+        f"the first rank; most of the difference: {_STEPS[step].format(f'{excess[step]:.0f}')}"
     )
 
 
