@@ -37,11 +37,11 @@ pytestmark = [pytest.mark.multinode, pytest.mark.timeout(2 * TEST_TIMEOUT)]
 
 WORKER = REPO_ROOT / "tests" / "pg" / "workers" / "preempted.py"
 LIMIT = 150.0
-HOLD = 2.0
-"""Seconds a requeued job waits, once its first attempt has ended, before the test lifts
-SLURM's hold on it."""
 """Seconds from submission to the end of the second attempt (eight processes importing
 torch on two shared cores, twice)."""
+HOLD = 2.0
+"""Seconds a requeued job waits, once its first attempt has ended, before the test lifts
+SLURM's hold on it: past the second of the first attempt's revocation."""
 
 
 def wait_for(what: str, check: Any, cluster: Cluster, output: Path) -> Any:
@@ -154,14 +154,10 @@ def test_a_signalled_job_stops_together_saves_once_and_resumes_requeued(
         requeued = fields.get("Restarts") == "1" and fields.get("Reason") == "BeginTime"
         if requeued and fields.get("JobState") == "PENDING" and not waiting:
             waiting.append(time.monotonic())
-        if (
-            waiting
-            and time.monotonic() - waiting[0] >= HOLD
-            and fields.get("JobState") == "PENDING"
-        ):
+        if requeued and waiting and time.monotonic() - waiting[0] >= HOLD:
             # SLURM holds a requeued job a while: lift the hold once the first attempt
-            # has ended on every node (PENDING, no longer COMPLETING) and a whole second
-            # has passed. SLURM's nodes refuse a launch whose credential is not newer,
+            # has ended on every node (PENDING, no longer COMPLETING) and HOLD seconds
+            # have passed. SLURM's nodes refuse a launch whose credential is not newer,
             # in whole seconds, than the first attempt's revocation: a job started in
             # that second fails at once (FAILED, ExitCode 1, RunTime 0), which the hold
             # of CredExpire + 1 s is there to prevent. Its time limit goes too: the

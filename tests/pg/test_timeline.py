@@ -15,7 +15,7 @@ HOSTS = ["node1"] * 4 + ["node2"] * 4
 
 
 def on_time(rank: int) -> Arrival:
-    return Arrival(100.0 + rank * 0.01, 103.0, 103.5, 104.0 + rank * 0.01)
+    return Arrival(100.0 + rank * 0.01, 103.0, 103.2, 104.5, 105.0, 105.5 + rank * 0.01)
 
 
 def test_ranks_on_time_are_not_named() -> None:
@@ -25,12 +25,26 @@ def test_ranks_on_time_are_not_named() -> None:
 @pytest.mark.parametrize(
     ("late", "step"),
     [
-        (Arrival(138.0, 141.0, 141.5, 142.0), "their processes started 38 s after the others'"),
-        (Arrival(100.0, 138.0, 138.5, 139.0), "35 s more than the others from their processes'"),
-        (Arrival(100.0, 103.0, 138.5, 139.0), "35 s more than the others from importing helios"),
-        (Arrival(100.0, 103.0, 103.5, 139.0), "35 s more than the others from calling init"),
+        (Arrival(138.0, 141.0, 141.2, 142.5, 143.0, 143.5), "their processes started 38 s after"),
+        (Arrival(100.0, 138.0, 138.2, 139.5, 140.0, 140.5), "35 s more than the others from their"),
+        (
+            Arrival(100.0, 103.0, 103.2, 139.5, 140.0, 140.5),
+            "35 s more than the others loading torch",
+        ),
+        (
+            Arrival(100.0, 103.0, 138.2, 139.5, 140.0, 140.5),
+            "35 s more than the others in the program",
+        ),
+        (
+            Arrival(100.0, 103.0, 103.2, 104.5, 140.0, 140.5),
+            "35 s more than the others in the program",
+        ),
+        (
+            Arrival(100.0, 103.0, 103.2, 104.5, 105.0, 140.5),
+            "35 s more than the others from calling",
+        ),
     ],
-    ids=["started", "imports", "before-init", "network"],
+    ids=["started", "imports", "torch", "before-asking", "before-init", "network"],
 )
 def test_the_late_ranks_are_named_with_their_node_and_the_step_that_took_the_time(
     late: Arrival, step: str
@@ -40,33 +54,44 @@ def test_the_late_ranks_are_named_with_their_node_and_the_step_that_took_the_tim
     message = late_start(arrivals, HOSTS)
 
     assert message is not None
-    assert message.startswith("ranks 6-7 (node2) reached the rendezvous store ")
+    assert message.startswith("ranks 6-7 (node2) reached the rendezvous store 3"), message
     assert step in message, message
 
 
 def test_half_the_job_arriving_late_is_named_too() -> None:
-    late = Arrival(138.0, 141.0, 141.5, 142.0)
+    late = Arrival(138.0, 141.0, 141.2, 142.5, 143.0, 143.5)
     message = late_start([on_time(rank) for rank in range(4)] + [late] * 4, HOSTS)
     assert message is not None
     assert message.startswith("ranks 4-7 (node2) reached the rendezvous store 38 s after"), message
 
 
+def test_a_late_rank_zero_is_late_itself_though_the_others_waited_for_it() -> None:
+    # Every other rank counts in only once rank 0 opened the store: just after it.
+    host = Arrival(138.0, 141.0, 141.2, 142.5, 143.0, 143.5)
+    waiting = [Arrival(100.0, 103.0, 103.2, 104.5, 105.0, 143.6) for _ in range(7)]
+    message = late_start([host, *waiting], HOSTS)
+    assert message is not None
+    assert message.startswith("rank 0 (node1) reached the rendezvous store 38 s after"), message
+    assert "their processes started 38 s after the others'" in message, message
+
+
 def test_ranks_that_arrive_one_after_another_are_not_late() -> None:
-    steady = [Arrival(100.0, 103.0, 103.5, 104.0 + 5 * rank) for rank in range(8)]
+    steady = [Arrival(100.0, 103.0, 103.2, 104.5, 105.0, 105.5 + 5 * rank) for rank in range(8)]
     assert late_start(steady, HOSTS) is None  # 35 s in all, never 10 s without a rank
 
 
 def test_a_rank_that_sent_no_moments_is_left_out() -> None:
-    arrivals: list[Arrival | None] = [on_time(0), None, Arrival(100.0, 103.0, 103.5, 150.0)]
-    message = late_start(arrivals, ["node1", "node2", "node3"])
+    late = Arrival(100.0, 103.0, 103.2, 104.5, 105.0, 150.0)
+    message = late_start([on_time(0), None, late], ["node1", "node2", "node3"])
     assert message is not None
-    assert message.startswith("rank 2 (node3) reached the rendezvous store 46 s after"), message
-    assert late_start([None, *arrivals[2:]], HOSTS[:2]) is None  # one rank: nothing to compare
+    assert message.startswith("rank 2 (node3) reached the rendezvous store 44 s after"), message
+    assert late_start([None, None, late], HOSTS[:3]) is None  # one rank: nothing to compare
     assert Arrival.decode("") is None
-    assert Arrival.decode(",1.0,2.0,3.0") == Arrival(None, 1.0, 2.0, 3.0)
+    assert Arrival.decode("1.0,2.0,3.0,4.0") is None  # four moments: not this helios's
+    assert Arrival.decode(",1.0,2.0,3.0,4.0,5.0") == Arrival(None, 1.0, 2.0, 3.0, 4.0, 5.0)
 
 
-@pytest.mark.parametrize("late_by", [0.0, 3.0], ids=["on-time", "late"])
+@pytest.mark.parametrize("late_by", [0.0, 12.0], ids=["on-time", "late"])
 def test_rank_zero_warns_once_of_a_rank_that_called_init_late(late_by: float) -> None:
     env = {"HELIOS_TEST_LATE_RANK": "2", "HELIOS_TEST_LATE_BY": str(late_by)}
     finished = run_hand_started(WORKER, 3, extra_env=env, limit=120)
@@ -82,4 +107,4 @@ def test_rank_zero_warns_once_of_a_rank_that_called_init_late(late_by: float) ->
     assert warning.startswith(f"rank 2 ({socket.gethostname()}) reached the rendezvous store"), (
         warning
     )
-    assert "from importing helios to calling init (the program's own work" in warning, warning
+    assert "12 s more than the others in the program's own work before calling" in warning, warning

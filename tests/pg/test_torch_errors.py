@@ -146,3 +146,17 @@ def test_without_a_launcher_that_places_them_the_missing_ranks_are_named_alone(
 
     assert "rank 1 never joined the rendezvous store at 127.0.0.1:29999 within 5 s; " in message
     assert "rank 0 (here) did: it never started" in message
+
+
+def test_a_rank_counted_but_not_listed_keeps_the_counts_words() -> None:
+    # Rank 1 counted itself in and died before it left its entry (or runs a helios
+    # that leaves none): naming it missing would be false.
+    call = InitCall.start(
+        backend="gloo", world_size=3, rank=0, timeout=timedelta(seconds=5), meeting=MEETING
+    )
+    cause = TimeoutError("the rendezvous did not complete within 5 s")
+
+    message = explain_failure(JoinTimeoutError(2, cause, {0: "here"}), call, Step.STORE)
+
+    assert "only 2 of 3 ranks joined the rendezvous store at 127.0.0.1:29999" in message
+    assert "never joined" not in message

@@ -14,7 +14,11 @@ import importlib as _importlib
 import time as _time
 from typing import TYPE_CHECKING
 
-_IMPORTED = _time.time()  # when the program imported helios_pg: its start-up timeline
+# The start-up timeline (helios_pg._setup._timeline): when the program imported helios_pg,
+# and when it first asked for init's module, which loads torch, and had it.
+_IMPORTED = _time.time()
+_SETUP_ASKED: float | None = None
+_SETUP_LOADED: float | None = None
 
 if TYPE_CHECKING:
     # What type checkers see of _PUBLIC (tests/pg/test_public_api.py holds them equal).
@@ -76,11 +80,17 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
+    global _SETUP_ASKED, _SETUP_LOADED  # noqa: PLW0603 - the timeline's two moments
     module = _PUBLIC.get(name)
     if module is None:
         message = f"module 'helios_pg' has no attribute {name!r}"
         raise AttributeError(message)
+    first = module == "helios_pg._setup" and _SETUP_ASKED is None
+    if first:
+        _SETUP_ASKED = _time.time()
     value = getattr(_importlib.import_module(module), name)
+    if first:
+        _SETUP_LOADED = _time.time()
     globals()[name] = value
     return value
 

@@ -59,6 +59,8 @@ EXIT_REQUEUE = 75
 """The exit status that asks the batch script to resubmit the job (``EX_TEMPFAIL``)."""
 EXIT_STOPPED = 1
 """The exit status of a job that ends unfinished: past its requeues, or cancelled."""
+_RECHECK = 5.0
+"""Seconds ``scontrol show job`` may take after a failed ``scontrol requeue``."""
 How = Literal["scontrol", "slurm", "launcher", "marker", "limit", "cancelled"]
 _CODES: dict[How, int] = {
     "scontrol": 1,
@@ -240,12 +242,13 @@ def requeue_job(plan: Requeue, *, timeout: float, attempt: int = 0) -> Requeue:
 def _requeued_after_all(plan: Requeue, failure: str, timeout: float) -> Requeue:
     """What a failed ``scontrol requeue`` leaves: SLURM's record decides.
 
-    ``scontrol`` can end before it answers (SIGKILL after ``KillWait``, its time limit)
-    when SLURM has taken the request: where the job's ``Restarts`` count is past this
+    ``scontrol`` can end before it answers when SLURM has taken the request (its time
+    limit, a signal it does not ignore): where the job's ``Restarts`` count is past this
     attempt's, the job is back in the queue, and a marker would count the next attempt
-    twice.
+    twice. The record is asked for briefly: the other ranks wait, and SLURM's
+    ``KillWait`` runs.
     """
-    after = read_cause("a failed scontrol requeue", timeout=timeout)
+    after = read_cause("a failed scontrol requeue", timeout=min(timeout, _RECHECK))
     if after.kind == "requeued":
         detail = (
             f"scontrol requeue {plan.job} ended without success ({failure}), but SLURM "

@@ -30,7 +30,7 @@ from helios_pg._setup._agreement import settle
 from helios_pg._setup._call import InitCall
 from helios_pg._setup._gloo_interface import bind_gloo, release_gloo
 from helios_pg._setup._store import EnvStore
-from helios_pg._setup._timeline import IMPORTED, Arrival, process_started, warn_of_late_start
+from helios_pg._setup._timeline import Arrival, warn_of_late_start
 from helios_pg._setup._torch_errors import Step, map_torch_errors
 from helios_pg._store_poll import wait_for_keys
 from helios_pg._torch import destroy_without_deadlock
@@ -190,8 +190,6 @@ def _exchange(
             digest=digest,
             timing=arrival.encode() if arrival is not None else "",
         )
-        if rank == 0 and arrival is not None:
-            warn_of_late_start(roll.timings, roll.hosts)
         if mine is not None:
             settle(
                 store,
@@ -202,6 +200,10 @@ def _exchange(
                 mine=mine,
                 wait=call.wait,
             )
+    if rank == 0 and arrival is not None:
+        # Last, as the agreement's warning: with warnings as errors, no rank waits for
+        # a step rank 0 left out.
+        warn_of_late_start(roll.timings, roll.hosts)
     return replace(layout_of(roll.hosts, rank), attempt=roll.attempt) if wanted else None
 
 
@@ -234,7 +236,9 @@ def prepare_nodes(
     wanted = wants_hosts(report, call.backend, call.world_size)
     if wanted or (agreement is not None and call.world_size > 1):
         prefix = env_store.joined_key.replace("/joined/", "/layout/", 1)
-        arrival = Arrival(process_started(), IMPORTED, call.called, env_store.reached)
+        arrival = None
+        if call.called and env_store.reached:  # both noted: 0 is "not noted"
+            arrival = Arrival.now(call.called, env_store.reached)
         layout = _exchange(
             env_store.store, prefix, call, report, agreement, wanted=wanted, arrival=arrival
         )

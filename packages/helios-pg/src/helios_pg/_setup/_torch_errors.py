@@ -168,7 +168,9 @@ def explain_failure(exc: BaseException, call: InitCall, step: Step) -> str:
     counted = _CLIENTS_JOINED.search(text) if isinstance(exc, dist.DistStoreError) else None
     if counted is not None:
         joined, world_size = int(counted.group(1)), int(counted.group(2))
-    if arrived and len(arrived) < world_size:
+    # Each rank's entry follows its count: a rank counted but not listed (it died
+    # between the two, or runs a helios that lists nothing) keeps the count's words.
+    if arrived and len(arrived) < world_size and (joined is None or len(arrived) >= joined):
         return _missing(head, f"{store}{within}", arrived, world_size, text)
     if joined is not None and joined < world_size:
         return (
