@@ -76,6 +76,16 @@ def test_bus_factors_follow_nccl_tests() -> None:
     assert bus_factor("all_reduce", 1) == 0.0
 
 
+STARTUP_ORDER = (
+    "process_started",
+    "helios_imported",
+    "torch_loaded",
+    "init_called",
+    "group_formed",
+    "first_collective",
+)
+
+
 def test_a_plain_run_passes_every_check_and_reports_json(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -93,6 +103,12 @@ def test_a_plain_run_passes_every_check_and_reports_json(
     assert data["consistency"]["agree"] is True
     assert data["consistency"]["groups"][0]["ranks"] == [0]
     assert data["links"]["verdict"] == "one rank: no link to measure"
+    (node,) = data["startup"]["nodes"]
+    assert node["ranks"] == [0]
+    assert node["store_reached"] is None  # one rank meets at no store
+    moments = [node[name] for name in STARTUP_ORDER]
+    assert moments == sorted(moments), node
+    assert moments[0] == 0.0  # the origin is this process's start
     # Not a terminal: no progress, and nothing of the table again on stderr.
     assert err == ""
     assert not dist.is_initialized()
@@ -184,6 +200,11 @@ def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
     assert "  all ranks agree\n" in done.stdout
     assert "links (point to point, one node: its ranks: 2 local ranks, 1 round," in done.stdout
     assert "slowest link rank 0 <-> rank 1: " in done.stdout
+    startup = done.stdout.split("start-up (seconds after the job's first process started")[1]
+    (row,) = [line for line in startup.splitlines() if line.startswith("ranks 0-1 (")]
+    cells = row.split()[3:]  # "ranks 0-1 (vm)", then the moments
+    assert len(cells) == 7, row
+    assert "-" not in cells, row  # every moment noted, the store's too
     # Both ranks' bindings are listed by rank 0.
     binding = done.stdout.split("device binding")[1].split("collective checks")[0]
     assert len([line for line in binding.splitlines() if line.strip().endswith("gloo")]) == 2

@@ -12,6 +12,14 @@ from tests.support.procs import results, run_hand_started
 
 WORKER = Path(__file__).parent / "workers" / "late_start.py"
 HOSTS = ["node1"] * 4 + ["node2"] * 4
+MOMENTS = (
+    "process_started",
+    "helios_imported",
+    "torch_loaded",
+    "init_called",
+    "store_reached",
+    "group_formed",
+)
 
 
 def on_time(rank: int) -> Arrival:
@@ -95,10 +103,16 @@ def test_a_rank_that_sent_no_moments_is_left_out() -> None:
 def test_rank_zero_warns_once_of_a_rank_that_called_init_late(late_by: float) -> None:
     env = {"HELIOS_TEST_LATE_RANK": "2", "HELIOS_TEST_LATE_BY": str(late_by)}
     finished = run_hand_started(WORKER, 3, extra_env=env, limit=120)
-    reports = {entry["rank"]: entry["warnings"] for entry in results(finished)}
+    found = {entry["rank"]: entry for entry in results(finished)}
+    reports = {rank: entry["warnings"] for rank, entry in found.items()}
     detail = "\n".join(item.describe() for item in finished)
 
     assert sorted(reports) == [0, 1, 2], detail
+    for entry in found.values():  # each rank's own moments, in the order they happen
+        moments = entry["moments"]
+        order = [moments[name] for name in MOMENTS]
+        assert None not in order, moments
+        assert order == sorted(order), moments
     assert reports[1] == reports[2] == [], detail
     if not late_by:
         assert reports[0] == [], detail

@@ -28,6 +28,8 @@ from helios_pg import (
     RendezvousConfigError,
     Requeue,
     Resumed,
+    StartupMoments,
+    StartupWarning,
     StopCause,
     default_backend,
     init,
@@ -38,6 +40,7 @@ from helios_pg import (
     process_group,
     shutdown,
     shutdown_dist,
+    startup_moments,
 )
 
 
@@ -106,7 +109,12 @@ def consume(group: dist.ProcessGroup) -> None:
     runtime_error: type[RuntimeError] = ProcessGroupInitError
     warning: type[UserWarning] = AgreementWarning
     adopted: type[UserWarning] = AdoptionWarning
-    print(errors, value_errors, runtime_error, warning, adopted)
+    late: type[UserWarning] = StartupWarning
+    moments = startup_moments()
+    assert_type(moments, StartupMoments)
+    assert_type(moments.process_started, float | None)
+    assert_type(moments.helios_imported, float)
+    print(errors, value_errors, runtime_error, warning, adopted, late)
     assert_type(helios_pg.__all__, list[str])
 
 

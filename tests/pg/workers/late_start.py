@@ -1,4 +1,5 @@
-"""Worker: one rank of three calls init late; each reports the StartupWarnings it saw.
+"""Worker: one rank of three calls init late; each reports the StartupWarnings it saw
+and its ``startup_moments()``.
 
 ``HELIOS_TEST_LATE_RANK`` sleeps ``HELIOS_TEST_LATE_BY`` seconds between importing
 helios and calling init. The threshold is lowered to five seconds here (the module's
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import asdict
 
 import helios_pg
 from helios_pg._setup import _timeline
@@ -26,7 +28,7 @@ def main() -> None:
         warnings.simplefilter("always")
         helios_pg.init(backend="gloo", timeout=30)
     seen = [str(w.message) for w in caught if issubclass(w.category, helios_pg.StartupWarning)]
-    report(rank=rank, warnings=seen)
+    report(rank=rank, warnings=seen, moments=asdict(helios_pg.startup_moments()))
     helios_pg.shutdown()
 
 

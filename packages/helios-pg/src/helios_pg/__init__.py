@@ -42,9 +42,11 @@ if TYPE_CHECKING:
     from helios_pg._preempt import Resumed as Resumed
     from helios_pg._preempt import StopCause as StopCause
     from helios_pg._preempt import preemption as preemption
+    from helios_pg._setup import StartupMoments as StartupMoments
     from helios_pg._setup import init as init
     from helios_pg._setup import process_group as process_group
     from helios_pg._setup import shutdown as shutdown
+    from helios_pg._setup import startup_moments as startup_moments
 
 _PUBLIC = {
     "AdoptionWarning": "helios_pg._errors",
@@ -59,6 +61,7 @@ _PUBLIC = {
     "RendezvousConfigError": "helios_pg._errors",
     "Requeue": "helios_pg._preempt",
     "Resumed": "helios_pg._preempt",
+    "StartupMoments": "helios_pg._setup",
     "StartupWarning": "helios_pg._errors",
     "StopCause": "helios_pg._preempt",
     "default_backend": "helios_pg._backend",
@@ -70,6 +73,7 @@ _PUBLIC = {
     "process_group": "helios_pg._setup",
     "shutdown": "helios_pg._setup",
     "shutdown_dist": "helios_pg._helios_ml",
+    "startup_moments": "helios_pg._setup",
 }
 """Each public name and the private module that defines it, imported on first use."""
 
@@ -85,7 +89,7 @@ def __getattr__(name: str) -> object:
     if module is None:
         message = f"module 'helios_pg' has no attribute {name!r}"
         raise AttributeError(message)
-    first = module == "helios_pg._setup" and _SETUP_ASKED is None
+    first = module == "helios_pg._setup" and _SETUP_ASKED is None and name != "StartupMoments"
     if first:
         _SETUP_ASKED = _time.time()
     value = getattr(_importlib.import_module(module), name)

@@ -2,7 +2,8 @@
 
 Run plainly it uses world size one (a local store, no rendezvous port); under torchrun it
 uses every process and node. It reports the environment as helios-env sees it, whether
-every rank runs the same software and settings, and each rank's device binding,
+every rank runs the same software and settings, when each node's ranks started (process,
+helios, torch, init, store, group, first collective), and each rank's device binding,
 verifies every collective against values computed locally (naming any rank whose
 result differs), measures point-to-point latency and bandwidth between every pair of
 nodes (naming the slowest link and the node common to the slow links), and measures
@@ -19,6 +20,7 @@ import math
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import timedelta
@@ -33,6 +35,7 @@ from helios_collectives._main.consistency import Consistency, gather_consistency
 from helios_collectives._main.link_report import Links
 from helios_collectives._main.links import measure_links
 from helios_collectives._main.sizes import format_bytes, parse_sizes
+from helios_collectives._main.startup import Startup, gather_startup
 from helios_collectives._main.sweep import SweepPoint, run_sweep
 from helios_collectives._main.table import table
 from helios_collectives._main.verify import CheckResult, run_checks
@@ -114,14 +117,15 @@ def _print_text(
     out: TextIO,
     env_text: str,
     *,
-    sections: tuple[Consistency, Links | None],
+    sections: tuple[Consistency, Links | None, Startup],
     bindings: list[dict[str, Any]],
     checks: list[CheckResult],
     points: list[SweepPoint],
 ) -> None:
-    consistency, links = sections
+    consistency, links, startup = sections
     print(env_text, file=out)
     print(f"\n{consistency.format()}", file=out)
+    print(f"\n{startup.format()}", file=out)
     print("\ndevice binding", file=out)
     rows = [
         [str(b["rank"]), str(b["local_rank"]), b["host"], str(b["pid"]), b["device"], b["backend"]]
@@ -163,12 +167,12 @@ def _emit(
     json_target: str | None,
     report: EnvironmentReport,
     *,
-    sections: tuple[Consistency, Links | None],
+    sections: tuple[Consistency, Links | None, Startup],
     bindings: list[dict[str, Any]],
     checks: list[CheckResult],
     points: list[SweepPoint],
 ) -> None:
-    consistency, links = sections
+    consistency, links, startup = sections
     passed = all(c.passed for c in checks) and not consistency.software_differs
     if json_target is None:
         _print_text(
@@ -184,6 +188,7 @@ def _emit(
             "ok": passed,
             "environment": report.as_dict(),
             "consistency": consistency.as_dict(),
+            "startup": startup.as_dict(),
             "bindings": bindings,
             "checks": [asdict(c) for c in checks],
             "links": None if links is None else links.as_dict(),
@@ -244,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = local_device()
         report = inspect_environment()
         bindings = gather_objects(_binding(device, report.info))
+        startup = gather_startup(time.time())  # the first collective has returned
         consistency = gather_consistency(device)
         if progress:
             print("helios-collectives: verifying collectives", end="", file=progress, flush=True)
@@ -265,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _emit(
                     args.json,
                     report,
-                    sections=(consistency, links),
+                    sections=(consistency, links, startup),
                     bindings=bindings,
                     checks=checks,
                     points=points,

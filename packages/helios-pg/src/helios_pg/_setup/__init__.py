@@ -7,5 +7,13 @@ names, helios-pg's shared modules and the front doors of ``_reports`` and ``_pre
 
 from helios_pg._setup._agreement import own_fingerprint
 from helios_pg._setup._lifecycle import init, process_group, shutdown
+from helios_pg._setup._timeline import StartupMoments, startup_moments
 
-__all__ = ["init", "own_fingerprint", "process_group", "shutdown"]
+__all__ = [
+    "StartupMoments",
+    "init",
+    "own_fingerprint",
+    "process_group",
+    "shutdown",
+    "startup_moments",
+]

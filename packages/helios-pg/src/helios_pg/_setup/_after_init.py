@@ -23,6 +23,7 @@ from helios_env.integration import record_layout
 from helios_pg._preempt import marker_consumed
 from helios_pg._reports import watch
 from helios_pg._setup._store import EnvStore, Meeting, side_channel
+from helios_pg._setup._timeline import group_formed
 
 __all__ = ["after_init", "own_connection"]
 
@@ -69,6 +70,7 @@ def after_init(
     report_failures: bool,
     hang: float | None,
     job: str | None = None,
+    called: float | None = None,
 ) -> None:
     """Record what init learned; install the failure reporter and the watchdog.
 
@@ -84,7 +86,10 @@ def after_init(
             store (an adopted one) gets none.
         job: The job's identity as the launcher says it, where init did not meet the
             others itself: every rank's reports then go to one folder per host.
+        called: When init was called, for :func:`helios_pg.startup_moments`; None for
+            an adopted group.
     """
+    group_formed(called, env_store.reached if env_store is not None else None)
     if layout is not None:
         record_layout(layout)
     marker_consumed(dist.get_rank())

@@ -277,6 +277,7 @@ def _init(
         report_failures=report_failures,
         hang=hang,
         job=report.job,
+        called=call.called,
     )
     made()
 

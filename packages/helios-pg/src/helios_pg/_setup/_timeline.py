@@ -41,8 +41,11 @@ from helios_pg._setup._agreement import user_stacklevel
 __all__ = [
     "LATE",
     "Arrival",
+    "StartupMoments",
+    "group_formed",
     "late_start",
     "process_started",
+    "startup_moments",
     "warn_of_late_start",
 ]
 
@@ -190,3 +193,55 @@ def warn_of_late_start(timings: Sequence[str], hosts: Sequence[str]) -> None:
     message = late_start([Arrival.decode(timing) for timing in timings], hosts)
     if message is not None:
         warnings.warn(message, StartupWarning, stacklevel=user_stacklevel())
+
+
+@dataclass(frozen=True, slots=True)
+class StartupMoments:
+    """When this rank started, in wall-clock seconds (:func:`time.time`).
+
+    From :func:`helios_pg.startup_moments`; a moment not noted is None: ``init`` not
+    called yet, or an ``init`` through ``init_method``, a ``store`` or an adopted group,
+    which reaches no store of helios's.
+
+    Attributes:
+        process_started: The process's start, as the OS records it (Linux).
+        helios_imported: The program's ``import helios_pg``.
+        torch_loaded: ``init``'s module, and torch with it, loaded (on first use).
+        init_called: The latest ``init`` was called.
+        store_reached: That ``init`` reached the rendezvous store (helios's own).
+        group_formed: Its process group formed.
+    """
+
+    process_started: float | None
+    helios_imported: float
+    torch_loaded: float | None
+    init_called: float | None
+    store_reached: float | None
+    group_formed: float | None
+
+
+_noted: dict[str, float | None] = {}
+
+
+def group_formed(called: float | None, reached: float | None) -> None:
+    """Note the latest init's moments, once its group has formed (init calls it)."""
+    _noted.update(init_called=called, store_reached=reached or None, group_formed=time.time())
+
+
+def startup_moments() -> StartupMoments:
+    """This rank's start-up: the process's start, helios's import, the latest init's steps.
+
+    ``python -m helios_collectives`` gathers every rank's and prints them by node.
+
+    Returns:
+        The moments noted so far, in wall-clock seconds.
+    """
+    loaded = helios_pg._SETUP_LOADED or _LOADED
+    return StartupMoments(
+        process_started(),
+        helios_pg._IMPORTED,
+        loaded,
+        _noted.get("init_called"),
+        _noted.get("store_reached"),
+        _noted.get("group_formed"),
+    )
