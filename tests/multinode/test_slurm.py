@@ -122,15 +122,24 @@ def test_rank_zero_on_a_node_no_hostfile_names_fails_every_rank_fast(
     assert all("SLURM_HOSTFILE" in line and "MASTER_ADDR" in line for line in errors), errors
 
 
+def two_per_node(cluster: Cluster, folder: Path, first: str, timeout: int) -> Finished:
+    """``srun -N2 --ntasks-per-node=2`` of the worker, each task running ``first`` before.
+
+    The worker runs as a child of the task's shell (not ``exec``): a ``sleep`` in
+    ``first`` delays its process's start, as a late node's launcher would.
+    """
+    script = folder / "job.sh"
+    script.write_text(f'{first}\n"$@"\n')
+    command = ["srun", "-N2", "--ntasks-per-node=2", "sh", str(script), *FORM_GROUP]
+    return cluster.finish([*command, "--timeout", str(timeout)], limit=LIMIT)
+
+
 def test_a_node_whose_ranks_never_start_is_named_by_every_rank_that_came(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     # node2's tasks end before their program starts: node1's ranks wait at the store
     # until the timeout, then name ranks 2-3 and the node SLURM placed them on.
-    script = tmp_path / "job.sh"
-    script.write_text('[ "$SLURM_NODEID" = 1 ] && exit 0\nexec "$@"\n')
-    command = ["srun", "-N2", "--ntasks-per-node=2", "sh", str(script), *FORM_GROUP]
-    finished = cluster.finish([*command, "--timeout", "8"], limit=LIMIT)
+    finished = two_per_node(cluster, tmp_path, '[ "$SLURM_NODEID" = 1 ] && exit 0', 8)
 
     assert finished.returncode != 0, describe(finished)
     prefix = "helios_pg._errors.ProcessGroupInitError: "
@@ -145,13 +154,9 @@ def test_a_node_whose_ranks_start_late_is_named_by_rank_zero(
 ) -> None:
     # node2's tasks start their program 30 s after node1's (no rank arrives for more
     # than 10 s: the ranks after are late): rank 0 warns once, naming them, their node
-    # and where the time went. Not exec: the program's process starts after the sleep.
-    # 30 s, not 12: on busy cores node1's ranks may take 10 s longer to import torch
-    # than node2's, which would close a 12 s gap (seen once in a clean-clone run).
-    script = tmp_path / "job.sh"
-    script.write_text('[ "$SLURM_NODEID" = 1 ] && sleep 30\n"$@"\n')
-    command = ["srun", "-N2", "--ntasks-per-node=2", "sh", str(script), *FORM_GROUP]
-    finished = cluster.finish([*command, "--timeout", "90"], limit=LIMIT)
+    # and where the time went. 30 s, not 12: on busy cores node1's ranks may take 10 s
+    # longer to import torch than node2's, which would close a 12 s gap.
+    finished = two_per_node(cluster, tmp_path, '[ "$SLURM_NODEID" = 1 ] && sleep 30', 90)
 
     assert finished.returncode == 0, describe(finished)
     warned = [line for line in finished.stderr.splitlines() if "StartupWarning: " in line]

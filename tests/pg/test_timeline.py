@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,17 @@ def test_rank_zero_warns_once_of_a_rank_that_called_init_late(late_by: float) ->
         warning
     )
     assert "s more than the others in the program's own work before calling" in warning, warning
+
+
+def test_any_first_use_of_inits_module_notes_torchs_load() -> None:
+    # helios_pg.StartupMoments lives beside init: asking for it loads torch as init does.
+    code = (
+        "import helios_pg, sys\n"
+        "assert 'torch' not in sys.modules\n"
+        "helios_pg.StartupMoments\n"
+        "assert 'torch' in sys.modules\n"
+        "print(helios_pg._SETUP_ASKED is not None, helios_pg._SETUP_LOADED is not None)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"], done.stdout

@@ -89,7 +89,7 @@ def __getattr__(name: str) -> object:
     if module is None:
         message = f"module 'helios_pg' has no attribute {name!r}"
         raise AttributeError(message)
-    first = module == "helios_pg._setup" and _SETUP_ASKED is None and name != "StartupMoments"
+    first = module == "helios_pg._setup" and _SETUP_ASKED is None
     if first:
         _SETUP_ASKED = _time.time()
     value = getattr(_importlib.import_module(module), name)

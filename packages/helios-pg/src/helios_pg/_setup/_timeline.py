@@ -67,6 +67,14 @@ def process_started() -> float | None:
         return None
 
 
+def _setup_loaded() -> tuple[float, float]:
+    """When the program first asked for init's module (which loads torch), and had it."""
+    asked, loaded = helios_pg._SETUP_ASKED, helios_pg._SETUP_LOADED
+    if asked is None or loaded is None:  # init's module was imported directly
+        return _LOADED, _LOADED
+    return asked, loaded
+
+
 @dataclass(frozen=True, slots=True)
 class Arrival:
     """One rank's moments, wall-clock seconds: from its start to the store."""
@@ -81,10 +89,7 @@ class Arrival:
     @classmethod
     def now(cls, called: float, reached: float) -> Arrival:
         """This rank's moments, once it has called init (``called``) and reached the store."""
-        asked = helios_pg._SETUP_ASKED  # None: init's module was imported directly
-        loaded = helios_pg._SETUP_LOADED
-        if asked is None or loaded is None:
-            asked = loaded = _LOADED
+        asked, loaded = _setup_loaded()
         return cls(process_started(), helios_pg._IMPORTED, asked, loaded, called, reached)
 
     def encode(self) -> str:
@@ -236,11 +241,10 @@ def startup_moments() -> StartupMoments:
     Returns:
         The moments noted so far, in wall-clock seconds.
     """
-    loaded = helios_pg._SETUP_LOADED or _LOADED
     return StartupMoments(
         process_started(),
         helios_pg._IMPORTED,
-        loaded,
+        _setup_loaded()[1],
         _noted.get("init_called"),
         _noted.get("store_reached"),
         _noted.get("group_formed"),
