@@ -26,7 +26,8 @@ def main() -> None:
         time.sleep(float(os.environ["HELIOS_TEST_LATE_BY"]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        helios_pg.init(backend="gloo", timeout=30)
+        # Twice the test's 30 s delay: the others wait that long at the store for it.
+        helios_pg.init(backend="gloo", timeout=60)
     seen = [str(w.message) for w in caught if issubclass(w.category, helios_pg.StartupWarning)]
     report(rank=rank, warnings=seen, moments=asdict(helios_pg.startup_moments()))
     helios_pg.shutdown()
