@@ -27,7 +27,8 @@ from helios_env._fingerprint import Fingerprint
 from helios_pg import AgreementWarning, ProcessGroupInitError
 from helios_pg._setup._agreement import VARIABLE, enabled, own_fingerprint, settle
 from helios_pg._setup._call import InitCall
-from helios_pg._setup._nodes import exchange_hosts, prepare_nodes
+from helios_pg._setup._exchange import exchange_hosts
+from helios_pg._setup._nodes import prepare_nodes
 from helios_pg._setup._store import EnvStore, Meeting
 from tests.env.launchers import torchrun_env
 from tests.support.procs import (
@@ -139,6 +140,14 @@ def test_this_ranks_fingerprint_has_torchs_build_the_backend_and_device_type() -
     assert found.value("nccl") != "not set"
 
 
+def exchange_and_settle(store: HashStore, rank: int, world_size: int, mine: Fingerprint) -> None:
+    """What init does: the exchange, then the check where the digests differ."""
+    roll = exchange_hosts(store, "t", rank, world_size, WAIT, digest=mine.digest, host=HOSTS[rank])
+    if roll.table is not None:
+        table = roll.table
+        settle(store, "t", rank, hosts=table.hosts, digests=table.digests, mine=mine, wait=WAIT)
+
+
 def settle_on_threads(fingerprints: dict[int, Fingerprint]) -> tuple[dict[int, object], list[str]]:
     """Exchange and settle as init does, one thread per rank on one store.
 
@@ -149,10 +158,8 @@ def settle_on_threads(fingerprints: dict[int, Fingerprint]) -> tuple[dict[int, o
     outcomes: dict[int, object] = {}
 
     def rank(index: int) -> None:
-        mine = fingerprints[index]
-        roll = exchange_hosts(store, "t", index, len(fingerprints), WAIT, digest=mine.digest)
         try:
-            settle(store, "t", index, hosts=HOSTS, digests=roll.digests, mine=mine, wait=WAIT)
+            exchange_and_settle(store, index, len(fingerprints), fingerprints[index])
         except ProcessGroupInitError as exc:
             outcomes[index] = exc
         else:
@@ -192,9 +199,7 @@ def test_ranks_that_agree_write_no_fingerprint() -> None:
     store, fingerprints = HashStore(), by_rank()
 
     def rank(index: int) -> None:
-        mine = fingerprints[index]
-        roll = exchange_hosts(store, "t", index, 4, WAIT, digest=mine.digest)
-        settle(store, "t", index, hosts=HOSTS, digests=roll.digests, mine=mine, wait=WAIT)
+        exchange_and_settle(store, index, 4, fingerprints[index])
 
     threads = [threading.Thread(target=rank, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -202,7 +207,9 @@ def test_ranks_that_agree_write_no_fingerprint() -> None:
     for thread in threads:
         thread.join(timeout=30)
 
-    assert store.num_keys() == 4 + 1  # each rank's entry and rank 0's table, as before
+    # The ranks' entries, their count and one key per host: no detail, no fingerprint.
+    assert store.num_keys() == 1 + 1 + 2
+    assert not store.check(["t/detail"])
 
 
 def known_layout(agreement: Callable[[], Fingerprint] | None) -> tuple[int, list[object]]:

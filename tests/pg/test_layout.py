@@ -12,68 +12,110 @@ from pathlib import Path
 import pytest
 from torch._C._distributed_c10d import HashStore
 
-from helios_pg._setup._nodes import Roll, exchange_hosts, layout_of
+from helios_pg._setup._exchange import Roll, decode_runs, encode_runs, exchange_hosts
 from tests.support.procs import base_env, free_port, results, run_processes
 
 WORKER = Path(__file__).parent / "workers" / "layout.py"
 
 
-@pytest.mark.parametrize(
-    ("hosts", "rank", "expected"),
-    [
-        # srun -n4 on two nodes: 3 + 1.
-        (["a", "a", "a", "b"], 3, (1, 2, 0, 1)),
-        (["a", "a", "a", "b"], 2, (0, 2, 2, 3)),
-        # MPICH's round-robin placement: ranks alternate between the nodes.
-        (["a", "b", "a", "b"], 3, (1, 2, 1, 2)),
-        (["a", "b", "a", "b"], 2, (0, 2, 1, 2)),
-        # The node of rank 0 is node 0, whatever the names sort to.
-        (["z", "y", "z"], 1, (1, 2, 0, 1)),
-        (["only"], 0, (0, 1, 0, 1)),
-    ],
-)
-def test_the_layout_follows_the_host_of_each_rank(
-    hosts: list[str], rank: int, expected: tuple[int, int, int, int]
-) -> None:
-    layout = layout_of(hosts, rank)
-
-    got = (layout.node_rank, layout.num_nodes, layout.local_rank, layout.local_world_size)
-    assert got == expected
-    assert (layout.rank, layout.world_size) == (rank, len(hosts))
-
-
-def test_every_rank_reads_the_same_table_from_the_store() -> None:
+def exchange_on_threads(hosts: list[str], digests: list[str] | None = None) -> dict[int, Roll]:
+    """Each rank's exchange, one thread per rank on one store, ranks on ``hosts``."""
     store = HashStore()
-    world_size = 3
-    tables: dict[int, Roll] = {}
+    rolls: dict[int, Roll] = {}
+    said = digests or [""] * len(hosts)
 
     def rank(index: int) -> None:
         # Each torchrun agent counts its own restarts: rank 1's node restarted twice.
         attempt = 2 if index == 1 else 0
-        wait = timedelta(seconds=10)
-        digest = f"digest{index}"
-        tables[index] = exchange_hosts(
-            store, "t", index, world_size, wait, job_attempt=attempt, digest=digest
+        rolls[index] = exchange_hosts(
+            store,
+            "t",
+            index,
+            len(hosts),
+            timedelta(seconds=10),
+            job_attempt=attempt,
+            digest=said[index],
+            host=hosts[index],
         )
 
-    threads = [threading.Thread(target=rank, args=(index,)) for index in (2, 1, 0)]
-    for thread in threads:
+    threads = [threading.Thread(target=rank, args=(index,)) for index in range(len(hosts))]
+    for thread in reversed(threads):
         thread.start()
     for thread in threads:
         thread.join(timeout=20)
+    assert sorted(rolls) == list(range(len(hosts)))
+    return rolls
 
-    assert len(tables) == world_size
-    assert tables[0] == tables[1] == tables[2]
-    assert len(tables[0].hosts) == world_size
-    assert tables[0].attempt == 2  # the job's attempt: the largest any rank said
-    assert tables[0].digests == ["digest0", "digest1", "digest2"]
+
+@pytest.mark.parametrize(
+    ("hosts", "expected"),
+    [
+        # srun -n4 on two nodes: 3 + 1.
+        (["a", "a", "a", "b"], [(0, 0, 3), (0, 1, 3), (0, 2, 3), (1, 0, 1)]),
+        # MPICH's round-robin placement: ranks alternate between the nodes.
+        (["a", "b", "a", "b"], [(0, 0, 2), (1, 0, 2), (0, 1, 2), (1, 1, 2)]),
+        # The node of rank 0 is node 0, whatever the names sort to.
+        (["z", "y", "z"], [(0, 0, 2), (1, 0, 1), (0, 1, 2)]),
+        (["only", "only"], [(0, 0, 2), (0, 1, 2)]),
+    ],
+)
+def test_the_layout_follows_the_host_of_each_rank(
+    hosts: list[str], expected: list[tuple[int, int, int]]
+) -> None:
+    rolls = exchange_on_threads(hosts)
+
+    for rank, roll in rolls.items():
+        layout = roll.layout
+        got = (layout.node_rank, layout.local_rank, layout.local_world_size)
+        assert got == expected[rank]
+        assert (layout.rank, layout.world_size) == (rank, len(hosts))
+        assert layout.num_nodes == len(set(hosts))
+        assert layout.attempt == 2  # the job's attempt: the largest any rank said
+
+
+def test_rank_zero_alone_reads_every_entry_where_the_digests_agree() -> None:
+    hosts = ["a", "a", "b"]
+    rolls = exchange_on_threads(hosts, ["same"] * 3)
+
+    assert rolls[0].table is not None
+    assert rolls[0].table.hosts == hosts
+    assert rolls[0].table.digests == ["same"] * 3
+    assert rolls[1].table is None
+    assert rolls[2].table is None
+
+
+def test_every_rank_reads_the_groups_where_the_digests_differ() -> None:
+    hosts = ["a", "b", "a", "b", "c"]
+    digests = ["x", "x", "y", "x", ""]
+    rolls = exchange_on_threads(hosts, digests)
+
+    for roll in rolls.values():
+        assert roll.table is not None
+        assert (roll.table.hosts, roll.table.digests) == (hosts, digests)
+
+
+@pytest.mark.parametrize(
+    ("ranks", "words"),
+    [
+        ([], ""),
+        ([5], "5"),
+        ([3, 1, 2, 0], "0-3"),  # a block placement
+        (list(range(2, 4096, 8)), "2-4090/8"),  # a cyclic one, over 8 hosts
+        ([0, 1, 2, 7, 9, 11, 40], "0-2,7-11/2,40"),
+    ],
+)
+def test_runs_of_ranks_read_back_as_written(ranks: list[int], words: str) -> None:
+    assert encode_runs(ranks) == words
+    assert decode_runs(words) == sorted(ranks)
 
 
 def test_a_missing_rank_ends_the_exchange_at_the_timeout() -> None:
     store = HashStore()
+    with pytest.raises(TimeoutError, match="rank 0's placement of the ranks"):
+        exchange_hosts(store, "t", 1, 3, timedelta(seconds=0.1))  # sent; rank 0 never answers
 
-    with pytest.raises(TimeoutError, match="host names of every rank"):
-        exchange_hosts(store, "t", 0, 2, timedelta(seconds=0.2))
+    with pytest.raises(TimeoutError, match=r"host names of every rank .*: rank 2 sent none"):
+        exchange_hosts(store, "t", 0, 3, timedelta(seconds=0.2))
 
 
 def test_init_learns_a_round_robin_layout_from_the_host_names() -> None:

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from tools.bench import busbw, ranks, single
+from tools.bench import busbw, exchange, ranks, single
 from tools.bench.common import ROOT, Measured
 from tools.bench.render import bench_table, rewrite_readme
 
@@ -35,6 +35,7 @@ CASES: dict[str, Callable[[], Measured]] = {
     "preemption": partial(ranks.on_ranks, "preemption", 2, 8, 32),
     "agreement": partial(ranks.on_ranks, "agreement", 2, 8),
     "reporter": partial(ranks.on_ranks, "reporter", 2, 8),
+    "exchange": exchange.exchange,
     "scale": partial(ranks.on_ranks, "scale", 8, 16, 32, 64),
 }
 """Every case by its command-line name, in the order of the table."""

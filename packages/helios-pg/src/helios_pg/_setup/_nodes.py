@@ -2,24 +2,22 @@
 
 Used where no launcher variable says which node a rank runs on (mpirun's ranks on
 several nodes, a group formed with ``init_method`` and no variables), and to count
-the hosts a job really spans. Through the rendezvous store, not a collective: every
-rank writes its host name, rank 0 reads them all and publishes the list, every rank
-reads that one key. The ranks of rank 0's host form node 0, the next new host node
-1, and so on, in rank order. :func:`prepare_nodes` does it before the group forms, then
-has gloo's interface chosen for the nodes found; with ``init_method`` or ``store``,
-:func:`learn_after_init` does it through the store of the group that formed. When init
-checks that the ranks agree, each rank's fingerprint digest rides in the same entry
-(:mod:`helios_pg._setup._agreement`), and the exchange runs also where the layout is known.
+the hosts a job really spans. Through the rendezvous store, not a collective
+(:mod:`helios_pg._setup._exchange`: every rank sends its host name, rank 0 reads them
+all and tells each host its ranks). The ranks of rank 0's host form node 0, the next
+new host node 1, and so on, in rank order. :func:`prepare_nodes` does it before the
+group forms, then has gloo's interface chosen for the nodes found; with ``init_method``
+or ``store``, :func:`learn_after_init` does it through the store of the group that
+formed. When init checks that the ranks agree, each rank's fingerprint digest rides in
+the same entry (:mod:`helios_pg._setup._agreement`), and the exchange runs also where
+the layout is known.
 """
 
 from __future__ import annotations
 
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch.distributed as dist
 
@@ -28,108 +26,14 @@ from helios_env.integration import ASSUMED, Fingerprint
 from helios_pg._errors import ProcessGroupInitError
 from helios_pg._setup._agreement import settle
 from helios_pg._setup._call import InitCall
+from helios_pg._setup._exchange import exchange_hosts
 from helios_pg._setup._gloo_interface import bind_gloo, release_gloo
 from helios_pg._setup._store import EnvStore
 from helios_pg._setup._timeline import Arrival, warn_of_late_start
 from helios_pg._setup._torch_errors import Step, map_torch_errors
-from helios_pg._store_poll import wait_for_keys
 from helios_pg._torch import destroy_without_deadlock
 
-__all__ = [
-    "Roll",
-    "exchange_hosts",
-    "layout_of",
-    "learn_after_init",
-    "prepare_nodes",
-    "wants_hosts",
-]
-
-
-class Roll(NamedTuple):
-    """What every rank said in the exchange, by rank."""
-
-    hosts: list[str]
-    """Each rank's host name."""
-    attempt: int
-    """The largest attempt any rank's launcher variables said."""
-    digests: list[str]
-    """Each rank's fingerprint digest; empty where a rank does not check agreement."""
-    timings: list[str]
-    """Each rank's start-up moments (:meth:`Arrival.encode`); empty where it sent none."""
-
-
-def exchange_hosts(
-    store: Any,
-    prefix: str,
-    rank: int,
-    world_size: int,
-    timeout: timedelta,
-    *,
-    job_attempt: int = 0,
-    digest: str = "",
-    timing: str = "",
-) -> Roll:
-    """Return every rank's host name, attempt, fingerprint digest and moments, by rank.
-
-    Args:
-        store: The group's rendezvous store (every rank's, the same keys).
-        prefix: Keys under which this init's exchange runs (unique per init).
-        rank: This rank.
-        world_size: The number of ranks.
-        timeout: How long to wait for the others.
-        job_attempt: The attempt this rank's launcher variables say.
-        digest: This rank's fingerprint digest; empty when it does not check agreement.
-        timing: This rank's start-up moments (:meth:`Arrival.encode`), or empty.
-
-    Returns:
-        The host names, digests and moments, one per rank, and the largest attempt any
-        rank said.
-
-    Raises:
-        TimeoutError: A rank did not write its name, or rank 0 its list, in time.
-    """
-    deadline = time.monotonic() + timeout.total_seconds()
-    entry = f"{socket.gethostname()}\t{job_attempt}\t{digest}\t{timing}"
-    store.set(f"{prefix}/host/{rank}", entry)
-    table = f"{prefix}/hosts"
-    if rank == 0:
-        keys = [f"{prefix}/host/{index}" for index in range(world_size)]
-        wait_for_keys(store, keys, deadline, "the host names of every rank")
-        lines = [bytes(store.get(key)).decode(errors="replace") for key in keys]
-        store.set(table, "\n".join(lines))
-    else:
-        wait_for_keys(store, [table], deadline, "rank 0's table of host names")
-        lines = bytes(store.get(table)).decode(errors="replace").split("\n")
-    entries = [(*line.split("\t"), "", "", "")[:4] for line in lines]
-    return Roll(
-        [host for host, _, _, _ in entries],
-        max(int(count or 0) for _, count, _, _ in entries),
-        [found for _, _, found, _ in entries],
-        [timing for _, _, _, timing in entries],
-    )
-
-
-def layout_of(hosts: list[str], rank: int) -> DistributedInfo:
-    """The layout of ``rank`` among ranks that run on ``hosts`` (one per rank).
-
-    Args:
-        hosts: Each rank's host name, in rank order.
-        rank: The rank to place.
-
-    Returns:
-        Its node index (nodes numbered by their first rank), the number of nodes, and
-        its rank and the number of ranks on its node.
-    """
-    nodes = list(dict.fromkeys(hosts))
-    mine = hosts[rank]
-    return DistributedInfo(
-        local_rank=hosts[:rank].count(mine),
-        rank=rank,
-        local_world_size=hosts.count(mine),
-        world_size=len(hosts),
-        node_rank=nodes.index(mine),
-        num_nodes=len(nodes),
-    )
+__all__ = ["learn_after_init", "prepare_nodes", "wants_hosts"]
 
 
 def _unknown(report: EnvironmentReport, world_size: int) -> bool:
@@ -190,21 +94,22 @@ def _exchange(
             digest=digest,
             timing=arrival.encode() if arrival is not None else "",
         )
-        if mine is not None:
+        table = roll.table
+        if mine is not None and table is not None:  # None: every digest is the same
             settle(
                 store,
                 prefix,
                 rank,
-                hosts=roll.hosts,
-                digests=roll.digests,
+                hosts=table.hosts,
+                digests=table.digests,
                 mine=mine,
                 wait=call.wait,
             )
-    if rank == 0 and arrival is not None:
+    if rank == 0 and arrival is not None and table is not None:
         # Last, as the agreement's warning: with warnings as errors, no rank waits for
         # a step rank 0 left out.
-        warn_of_late_start(roll.timings, roll.hosts)
-    return replace(layout_of(roll.hosts, rank), attempt=roll.attempt) if wanted else None
+        warn_of_late_start(table.timings, table.hosts)
+    return roll.layout if wanted else None
 
 
 def prepare_nodes(
