@@ -151,6 +151,23 @@ def test_init_groups_processes_through_the_store_it_is_given(
         assert report["total"] == sum(range(HAND_STARTED))
 
 
+def test_a_rank_that_never_reaches_init_on_a_given_store_is_named() -> None:
+    # Two processes of a world of three, on a TCPStore the program made: torch's own
+    # rendezvous lists nobody, so each rank signs in at the store before the group forms.
+    both = {"WORLD_SIZE": "3", **CPU_ONLY}
+    finished = run_hand_started(
+        WORKERS / "given_store.py", 2, per_rank_env={0: both, 1: both}, limit=LIMIT
+    )
+
+    errors = {entry["rank"]: entry["error"] for entry in results(finished)}
+    assert sorted(errors) == [0, 1], [item.describe() for item in finished]
+    for rank, error in errors.items():
+        assert error.startswith(f"could not create the gloo process group (rank {rank} of 3): "), (
+            error
+        )
+        assert "rank 2 never joined the store given to init within 5 s; ranks 0-1 (" in error, error
+
+
 def test_init_dist_keeps_a_preset_master_address_port_and_local_rank(
     hand_started_reports: list[dict[str, Any]],
 ) -> None:

@@ -18,6 +18,7 @@ from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environ
 from helios_env.integration import forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
+from helios_pg._errors import JoinTimeoutError
 from helios_pg._preempt import close_all as close_preemptions
 from helios_pg._reports import init_succeeded, stop_reports, unreported_failure
 from helios_pg._setup._adopt import adopt, forget, made, set_up
@@ -29,7 +30,7 @@ from helios_pg._setup._call import InitCall
 from helios_pg._setup._gloo_interface import release_gloo
 from helios_pg._setup._meeting import connect_env, find_meeting
 from helios_pg._setup._nodes import learn_after_init, prepare_nodes
-from helios_pg._setup._store import EnvStore
+from helios_pg._setup._store import EnvStore, sign_in
 from helios_pg._setup._torch_errors import Step, map_torch_errors
 from helios_pg._timeouts import Timeout
 from helios_pg._torch import destroy_without_deadlock
@@ -173,6 +174,33 @@ def init(
     init_succeeded()
 
 
+def _group_options(
+    backend: str, pg_options: Any | None, device: torch.device | None
+) -> dict[str, Any]:
+    """``init_process_group``'s options beside the rendezvous; binds ``device`` first."""
+    options: dict[str, Any] = {}
+    if pg_options is not None:
+        options["pg_options"] = pg_options
+    if device is not None:
+        torch.cuda.set_device(device)
+        if "nccl" in backend.lower():
+            options["device_id"] = device
+    return options
+
+
+def _name_the_absent(exc: Exception, given: EnvStore | None, world_size: int) -> None:
+    """Where a group on a given store timed out with ranks that never signed in, say so.
+
+    Raises:
+        JoinTimeoutError: Some rank never reached init, listed from ``given``.
+    """
+    if given is None or not isinstance(exc, dist.DistStoreError):
+        return
+    arrived = given.arrived()
+    if arrived is not None and len(arrived) < world_size:
+        raise JoinTimeoutError(None, exc, arrived) from exc
+
+
 def _init(
     *,
     backend: str | None,
@@ -250,16 +278,13 @@ def _init(
             rank=call.rank,
             world_size=call.world_size,
         )
-    if pg_options is not None:
-        kwargs["pg_options"] = pg_options
-    if device is not None:
-        torch.cuda.set_device(device)
-        if "nccl" in call.backend.lower():
-            kwargs["device_id"] = device
+    kwargs.update(_group_options(call.backend, pg_options, device))
     with map_torch_errors(call, Step.GROUP):
+        signs = store is not None and call.world_size > 1
+        given = sign_in(store, call.rank, call.world_size) if signs else None
         try:
             dist.init_process_group(**kwargs)
-        except Exception:
+        except Exception as exc:
             if dist.is_initialized():
                 destroy_without_deadlock()
             release_gloo()
@@ -267,6 +292,7 @@ def _init(
             # on MASTER_PORT, and a retry must be able to bind it again.
             env_store = None
             kwargs.clear()
+            _name_the_absent(exc, given, call.world_size)
             raise
     if not direct_single and call.meeting is None:  # init_method or store: ask the group
         layout = learn_after_init(report, call, agreement)

@@ -41,6 +41,7 @@ __all__ = [
     "check_own_address",
     "open_store",
     "side_channel",
+    "sign_in",
 ]
 
 JOB_KEY = "helios_pg/job"
@@ -94,6 +95,27 @@ class EnvStore:
             if rank.isdigit():
                 found[int(rank)] = host
         return found
+
+
+def sign_in(store: Any, rank: int, world_size: int) -> EnvStore:
+    """Leave this rank and host at a store given to init, for a failed init to name the absent.
+
+    torch's rendezvous through a given store counts no ranks and lists none; each rank
+    that reaches init appends ``RANK@HOST;`` under a key of this init's own (two requests),
+    read only when the group does not form.
+
+    Args:
+        store: The store given to init.
+        rank: This rank.
+        world_size: The number of ranks.
+
+    Returns:
+        The store and its key, whose :meth:`EnvStore.arrived` lists the ranks that came.
+    """
+    session = -(-int(store.add("helios_pg/given", 1)) // world_size)
+    key = f"helios_pg/given/{session}"
+    store.append(key + _WHO, f"{rank}@{socket.gethostname()};")
+    return EnvStore(store, key, world_size, time.time())
 
 
 def check_own_address(meeting: Meeting) -> None:
