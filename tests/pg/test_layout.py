@@ -10,41 +10,79 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from torch._C._distributed_c10d import HashStore
+from torch._C._distributed_c10d import HashStore, Store
 
+from helios_pg import ProcessGroupInitError
 from helios_pg._setup._exchange import Roll, decode_runs, encode_runs, exchange_hosts
+from helios_pg._setup._given import sign_in
 from tests.support.procs import base_env, free_port, results, run_processes
 
 WORKER = Path(__file__).parent / "workers" / "layout.py"
 
 
-def exchange_on_threads(hosts: list[str], digests: list[str] | None = None) -> dict[int, Roll]:
-    """Each rank's exchange, one thread per rank on one store, ranks on ``hosts``."""
-    store = HashStore()
-    rolls: dict[int, Roll] = {}
-    said = digests or [""] * len(hosts)
+class AppendlessStore(Store):
+    """A store written in Python, as wrappers are: set, get, add and check, no append."""
 
-    def rank(index: int) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self._inner = HashStore()
+
+    def set(self, key: str, value: str) -> None:
+        self._inner.set(key, value)
+
+    def get(self, key: str) -> bytes:
+        return self._inner.get(key)
+
+    def add(self, key: str, value: int) -> int:
+        return self._inner.add(key, value)
+
+    def check(self, keys: list[str]) -> bool:
+        return self._inner.check(keys)
+
+
+def exchange_on_threads(
+    hosts: list[str],
+    digests: list[str] | None = None,
+    *,
+    ranks: list[int] | None = None,
+    store: Store | None = None,
+) -> dict[int, Roll | Exception]:
+    """Each process's exchange, one thread each on one store: process i on ``hosts[i]``
+    says ``ranks[i]`` (its index by default), in a world of ``len(hosts)``."""
+    shared = store if store is not None else HashStore()
+    rolls: dict[int, Roll | Exception] = {}
+    said = digests or [""] * len(hosts)
+    told = ranks or list(range(len(hosts)))
+
+    def process(index: int) -> None:
         # Each torchrun agent counts its own restarts: rank 1's node restarted twice.
         attempt = 2 if index == 1 else 0
-        rolls[index] = exchange_hosts(
-            store,
-            "t",
-            index,
-            len(hosts),
-            timedelta(seconds=10),
-            job_attempt=attempt,
-            digest=said[index],
-            host=hosts[index],
-        )
+        try:
+            rolls[index] = exchange_hosts(
+                shared,
+                "t",
+                told[index],
+                len(hosts),
+                timedelta(seconds=10),
+                job_attempt=attempt,
+                digest=said[index],
+                host=hosts[index],
+            )
+        except (TimeoutError, ProcessGroupInitError) as exc:
+            rolls[index] = exc
 
-    threads = [threading.Thread(target=rank, args=(index,)) for index in range(len(hosts))]
+    threads = [threading.Thread(target=process, args=(index,)) for index in range(len(hosts))]
     for thread in reversed(threads):
         thread.start()
     for thread in threads:
         thread.join(timeout=20)
     assert sorted(rolls) == list(range(len(hosts)))
     return rolls
+
+
+def rolled(found: Roll | Exception) -> Roll:
+    assert isinstance(found, Roll), found
+    return found
 
 
 @pytest.mark.parametrize(
@@ -64,8 +102,8 @@ def test_the_layout_follows_the_host_of_each_rank(
 ) -> None:
     rolls = exchange_on_threads(hosts)
 
-    for rank, roll in rolls.items():
-        layout = roll.layout
+    for rank, found in rolls.items():
+        layout = rolled(found).layout
         got = (layout.node_rank, layout.local_rank, layout.local_world_size)
         assert got == expected[rank]
         assert (layout.rank, layout.world_size) == (rank, len(hosts))
@@ -75,7 +113,9 @@ def test_the_layout_follows_the_host_of_each_rank(
 
 def test_rank_zero_alone_reads_every_entry_where_the_digests_agree() -> None:
     hosts = ["a", "a", "b"]
-    rolls = exchange_on_threads(hosts, ["same"] * 3)
+    rolls = {
+        rank: rolled(found) for rank, found in exchange_on_threads(hosts, ["same"] * 3).items()
+    }
 
     assert rolls[0].table is not None
     assert rolls[0].table.hosts == hosts
@@ -89,9 +129,39 @@ def test_every_rank_reads_the_groups_where_the_digests_differ() -> None:
     digests = ["x", "x", "y", "x", ""]
     rolls = exchange_on_threads(hosts, digests)
 
-    for roll in rolls.values():
+    for found in rolls.values():
+        roll = rolled(found)
         assert roll.table is not None
         assert (roll.table.hosts, roll.table.digests) == (hosts, digests)
+
+
+def test_a_store_without_append_gets_a_key_per_rank() -> None:
+    hosts = ["a", "b", "a"]
+    rolls = exchange_on_threads(hosts, store=AppendlessStore())
+
+    layouts = [rolled(rolls[rank]).layout for rank in range(3)]
+    assert [(item.node_rank, item.local_rank) for item in layouts] == [(0, 0), (1, 0), (0, 1)]
+    assert sign_in(AppendlessStore(), 0, 2) is None  # init goes on; a failure keeps torch's words
+
+
+def test_a_rank_given_to_two_processes_is_named_to_every_process() -> None:
+    # Rank 1 twice (on hosts a and b), rank 2 never: the count reaches three all the same.
+    rolls = exchange_on_threads(["a", "a", "b"], ranks=[0, 1, 1])
+
+    for found in rolls.values():
+        assert isinstance(found, ProcessGroupInitError), found
+        assert str(found) == (
+            "the ranks of a world of 3 are not each given to one process: rank 1 was given "
+            "to 2 processes (on a, b); rank 2 to none. Give each process its own RANK (0 to 2)"
+        )
+
+
+def test_a_rank_running_the_older_exchange_is_named_at_the_timeout() -> None:
+    store = HashStore()
+    store.set("t/host/1", "b\t0\t\t")  # what the exchange before this one wrote
+
+    with pytest.raises(TimeoutError, match=r"rank 1 sent the entry of an older helios-pg"):
+        exchange_hosts(store, "t", 0, 2, timedelta(seconds=0.2))
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ answers, then every other rank reads its answer: the requests each rank makes at
 one after another. helios's exchange (:mod:`helios_pg._setup._exchange`) runs beside
 the one it replaced, kept here: each rank wrote its own key, rank 0 read them all and
 wrote one table of every rank's line, and every rank read that whole table. Bytes read
-are the values the store returned. At 16,384 ranks the replaced exchange's read of the
-table is made by 1,024 ranks and counted, and timed, for all of them (each reads the
-same bytes), since reading some 4 GB through one client would take minutes.
+are the values the store returned. At 4,096 and 16,384 ranks the replaced exchange's read
+of the table is made by 1,024 ranks and counted, and timed, for all of them (each reads
+the same bytes: the count is exact, the time extrapolated), since reading some 30 GB
+through one client would take minutes. Every digest is the same (the usual case).
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ from tests.support.worker import report
 
 def main() -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    wait = timedelta(seconds=5)
+    # The store waits long for its server (rank 0's process may start seconds later on
+    # busy cores); init's own timeout is short.
+    wait = timedelta(seconds=60)
     store = TCPStore(
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),

@@ -1,18 +1,22 @@
 """init's exchange through the rendezvous store: every rank's host, attempt, digest, moments.
 
-Store traffic grows linearly with the number of ranks N, never with N squared:
+Where every rank runs the same software (every digest the same: the usual case), the
+store traffic grows linearly with the number of ranks N, not with N squared:
 
 - each rank appends one line (its rank, host, attempt, fingerprint digest and start-up
-  moments) to one key and counts itself in (two requests of O(1) bytes);
+  moments) to one key and counts itself in (two requests of O(1) bytes; a store without
+  ``append``, written in Python, gets a key per rank instead);
 - rank 0 waits for the count, reads that one key (O(N) bytes, once), and writes one short
   key per host: the job's attempt and number of nodes, the host's node index and its
-  ranks as arithmetic runs (``0-7``, ``3-4093/4`` for a cyclic placement), and whether
+  ranks as arithmetic runs (``0-7``, ``3-4095/4`` for a cyclic placement), and whether
   every digest is the same;
 - every rank reads its own host's key (O(1) bytes for block and cyclic placements).
 
-Only where the digests differ (ranks about to fail, or warned of) does every rank read
-the whole job's hosts and digest groups, each as runs of ranks: O(hosts + groups) bytes.
-Rank 0 keeps every rank's entry, for the start-up warning and the agreement's words.
+Where the digests differ (ranks about to fail, or warned of), every rank also reads the
+whole job's hosts and digest groups, each as runs of ranks: O(hosts + groups) bytes
+each. Rank 0 keeps every rank's entry, for the start-up warning and the agreement's
+words; where a rank is missing or given to two processes though all counted in, it says
+so to every rank.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, NamedTuple
 
 from helios_env import DistributedInfo
 from helios_env.integration import expected_hosts, ranks_on
+from helios_pg._errors import ProcessGroupInitError
 from helios_pg._store_poll import poll, wait_for_keys
 
 __all__ = [
@@ -39,6 +44,12 @@ __all__ = [
 
 _AGREED = "agreed"
 _DIFFER = "differ"
+_REFUSED = "!"
+"""Starts rank 0's answer to a host when it refuses the exchange: its message follows."""
+_NAMED = 8
+"""Doubled ranks named in rank 0's refusal."""
+_OLDER_LOOKED = 16
+"""Missing ranks looked up, at a timeout, for the entry an older helios-pg sends."""
 
 
 class Table(NamedTuple):
@@ -127,40 +138,86 @@ def _by_rank(lines: Iterable[str], world_size: int) -> list[str]:
     return values
 
 
-def _entries(store: Any, prefix: str) -> list[str]:
-    """The lines the ranks sent so far."""
+Entry = tuple[str, str, str, str]
+"""One rank's host, attempt, digest and moments, as it sent them."""
+
+
+def _parse(line: str) -> tuple[int, Entry] | None:
+    rank, host, said, digest, timing = (*line.split("\t"), "", "", "", "")[:5]
+    return (int(rank), (host, said, digest, timing)) if rank.isdigit() else None
+
+
+def _text(store: Any, key: str) -> str:
+    return bytes(store.get(key)).decode(errors="replace")
+
+
+def _sent(store: Any, prefix: str, world_size: int) -> dict[int, list[Entry]]:
+    """Every line the ranks sent so far, by rank: appended, or in a key of its own."""
     key = f"{prefix}/entries"
-    if not store.check([key]):
-        return []
-    return bytes(store.get(key)).decode(errors="replace").splitlines()
+    lines = _text(store, key).splitlines() if store.check([key]) else []
+    found: dict[int, list[Entry]] = {}
+    for parsed in filter(None, map(_parse, lines)):
+        found.setdefault(parsed[0], []).append(parsed[1])
+    for rank in range(world_size):
+        own = f"{prefix}/entry/{rank}"
+        alone = _parse(_text(store, own)) if rank not in found and store.check([own]) else None
+        if alone is not None:
+            found[rank] = [alone[1]]
+    return found
+
+
+def _older(store: Any, prefix: str, ranks: list[int]) -> list[int]:
+    """Of ``ranks``, those that sent the entry of the exchange this one replaced."""
+    return [rank for rank in ranks[:_OLDER_LOOKED] if store.check([f"{prefix}/host/{rank}"])]
+
+
+def _refuse(store: Any, prefix: str, found: dict[int, list[Entry]], world_size: int) -> None:
+    """Rank 0: where ranks are missing or doubled though all counted in, tell them all; raise."""
+    doubled = sorted(rank for rank, entries in found.items() if len(entries) > 1)
+    missing = [rank for rank in range(world_size) if rank not in found]
+    if not (doubled or missing):
+        return
+    hosts = {rank: sorted({entry[0] for entry in entries}) for rank, entries in found.items()}
+    parts = [f"{ranks_on([rank], [])} was given to {len(found[rank])} processes (on "
+             f"{', '.join(hosts[rank])})" for rank in doubled[:_NAMED]]  # fmt: skip
+    if missing:
+        parts.append(f"{ranks_on(missing, [])} to none")
+    message = (
+        f"the ranks of a world of {world_size} are not each given to one process: "
+        f"{'; '.join(parts)}. Give each process its own RANK (0 to {world_size - 1})"
+    )
+    for host in {entry[0] for entries in found.values() for entry in entries}:
+        store.set(f"{prefix}/on/{host}", _REFUSED + message)
+    raise ProcessGroupInitError(message)
 
 
 def _collect(store: Any, prefix: str, world_size: int, deadline: float) -> tuple[Table, int]:
     """Rank 0: wait for every rank's line, then read them all (one request)."""
     count = f"{prefix}/count"
     if not poll(lambda: int(store.add(count, 0)) >= world_size, deadline - time.monotonic()):
-        entries = (
-            bytes(store.get(f"{prefix}/entries")) if store.check([f"{prefix}/entries"]) else b""
-        )
-        came = {
-            int(line.split("\t", 1)[0]) for line in entries.decode(errors="replace").splitlines()
-        }
-        missing = [rank for rank in range(world_size) if rank not in came]
+        found = _sent(store, prefix, world_size)
+        missing = [rank for rank in range(world_size) if rank not in found]
         absent = ranks_on(missing, expected_hosts(world_size) or [], where="expected on ")
         message = (
             "the host names of every rank did not arrive at the rendezvous store in time: "
             f"{absent} sent none"
         )
+        older = _older(store, prefix, missing)
+        if older:
+            message += (
+                f"; {ranks_on(older, [])} sent the entry of an older helios-pg: install the same "
+                "helios-pg on every node"
+            )
         raise TimeoutError(message)
+    found = _sent(store, prefix, world_size)
+    _refuse(store, prefix, found, world_size)
     table = Table([""] * world_size, [""] * world_size, [""] * world_size)
     attempt = 0
-    for line in _entries(store, prefix):
-        rank_text, host, said, digest, timing = (*line.split("\t"), "", "", "", "")[:5]
-        rank = int(rank_text)
-        if 0 <= rank < world_size:
+    for rank, ((host, said, digest, timing),) in sorted(found.items()):
+        if rank < world_size:
             for column, value in zip(table, (host, digest, timing), strict=True):
                 column[rank] = value
-        attempt = max(attempt, int(said or 0))
+        attempt = max(attempt, int(said) if said.isdigit() else 0)
     return table, attempt
 
 
@@ -205,7 +262,11 @@ def send(store: Any, prefix: str, rank: int, host: str, entry: str) -> None:
         host: This rank's host name.
         entry: Its attempt, digest and moments, tab-separated.
     """
-    store.append(f"{prefix}/entries", f"{rank}\t{host}\t{entry}\n")
+    line = f"{rank}\t{host}\t{entry}"
+    try:
+        store.append(f"{prefix}/entries", line + "\n")
+    except (RuntimeError, NotImplementedError):  # a store written in Python, without append
+        store.set(f"{prefix}/entry/{rank}", line)
     store.add(f"{prefix}/count", 1)
 
 
@@ -227,11 +288,15 @@ def answer(
 
     Raises:
         TimeoutError: Rank 0 did not answer in time.
+        ProcessGroupInitError: Rank 0 found ranks missing or doubled.
         RuntimeError: Rank 0 did not place this rank on its host.
     """
     mine = f"{prefix}/on/{host}"
     wait_for_keys(store, [mine], deadline, "rank 0's placement of the ranks on their hosts")
-    attempt, nodes, index, runs, agreed = bytes(store.get(mine)).decode().split("\t")
+    said = bytes(store.get(mine)).decode(errors="replace")
+    if said.startswith(_REFUSED):
+        raise ProcessGroupInitError(said.removeprefix(_REFUSED))
+    attempt, nodes, index, runs, agreed = said.split("\t")
     ranks = decode_runs(runs)
     if rank not in ranks:
         message = (
@@ -283,8 +348,9 @@ def exchange_hosts(
     Raises:
         TimeoutError: A rank did not send its entry, or rank 0 its answer, in time; rank
             0 names the ranks that sent none.
-        RuntimeError: Rank 0 did not place this rank on its host (two ranks said the
-            same rank).
+        ProcessGroupInitError: Every rank counted in, but some rank was given to two
+            processes (and another to none); every rank that came raises it.
+        RuntimeError: Rank 0 did not place this rank on its host.
     """
     deadline = time.monotonic() + timeout.total_seconds()
     host = socket.gethostname() if host is None else host

@@ -18,7 +18,6 @@ from helios_env import DistributedInfo, Launcher, get_dist_info, inspect_environ
 from helios_env.integration import forget_layout
 from helios_pg._backend import check_backend, default_backend
 from helios_pg._device import resolve_device
-from helios_pg._errors import JoinTimeoutError
 from helios_pg._preempt import close_all as close_preemptions
 from helios_pg._reports import init_succeeded, stop_reports, unreported_failure
 from helios_pg._setup._adopt import adopt, forget, made, set_up
@@ -27,10 +26,11 @@ from helios_pg._setup._agreement import enabled as agreement_enabled
 from helios_pg._setup._agreement import own_fingerprint
 from helios_pg._setup._arguments import check_arguments, local_store, require_distributed
 from helios_pg._setup._call import InitCall
+from helios_pg._setup._given import name_the_absent, sign_in
 from helios_pg._setup._gloo_interface import release_gloo
 from helios_pg._setup._meeting import connect_env, find_meeting
 from helios_pg._setup._nodes import learn_after_init, prepare_nodes
-from helios_pg._setup._store import EnvStore, sign_in
+from helios_pg._setup._store import EnvStore
 from helios_pg._setup._torch_errors import Step, map_torch_errors
 from helios_pg._timeouts import Timeout
 from helios_pg._torch import destroy_without_deadlock
@@ -188,19 +188,6 @@ def _group_options(
     return options
 
 
-def _name_the_absent(exc: Exception, given: EnvStore | None, world_size: int) -> None:
-    """Where a group on a given store timed out with ranks that never signed in, say so.
-
-    Raises:
-        JoinTimeoutError: Some rank never reached init, listed from ``given``.
-    """
-    if given is None or not isinstance(exc, dist.DistStoreError):
-        return
-    arrived = given.arrived()
-    if arrived is not None and len(arrived) < world_size:
-        raise JoinTimeoutError(None, exc, arrived) from exc
-
-
 def _init(
     *,
     backend: str | None,
@@ -292,7 +279,7 @@ def _init(
             # on MASTER_PORT, and a retry must be able to bind it again.
             env_store = None
             kwargs.clear()
-            _name_the_absent(exc, given, call.world_size)
+            name_the_absent(exc, given, call.rank)
             raise
     if not direct_single and call.meeting is None:  # init_method or store: ask the group
         layout = learn_after_init(report, call, agreement)

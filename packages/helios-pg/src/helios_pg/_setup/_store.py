@@ -35,17 +35,17 @@ from helios_pg._store_poll import poll
 
 __all__ = [
     "JOB_KEY",
+    "WHO",
     "EnvStore",
     "LateStore",
     "Meeting",
     "check_own_address",
     "open_store",
     "side_channel",
-    "sign_in",
 ]
 
 JOB_KEY = "helios_pg/job"
-_WHO = "/who"
+WHO = "/who"
 """After the count's key: ``RANK@HOST;`` of each rank that reached the rendezvous."""
 _HOST_GRACE = timedelta(seconds=2)
 
@@ -86,7 +86,7 @@ class EnvStore:
     def arrived(self) -> dict[int, str] | None:
         """Each rank that reached the rendezvous, with its host; None when the store is gone."""
         try:
-            said = bytes(self.store.get(self.joined_key + _WHO)).decode(errors="replace")
+            said = bytes(self.store.get(self.joined_key + WHO)).decode(errors="replace")
         except (RuntimeError, ValueError):
             return None
         found: dict[int, str] = {}
@@ -95,27 +95,6 @@ class EnvStore:
             if rank.isdigit():
                 found[int(rank)] = host
         return found
-
-
-def sign_in(store: Any, rank: int, world_size: int) -> EnvStore:
-    """Leave this rank and host at a store given to init, for a failed init to name the absent.
-
-    torch's rendezvous through a given store counts no ranks and lists none; each rank
-    that reaches init appends ``RANK@HOST;`` under a key of this init's own (two requests),
-    read only when the group does not form.
-
-    Args:
-        store: The store given to init.
-        rank: This rank.
-        world_size: The number of ranks.
-
-    Returns:
-        The store and its key, whose :meth:`EnvStore.arrived` lists the ranks that came.
-    """
-    session = -(-int(store.add("helios_pg/given", 1)) // world_size)
-    key = f"helios_pg/given/{session}"
-    store.append(key + _WHO, f"{rank}@{socket.gethostname()};")
-    return EnvStore(store, key, world_size, time.time())
 
 
 def check_own_address(meeting: Meeting) -> None:
@@ -251,7 +230,7 @@ def open_store(meeting: Meeting, rank: int, world_size: int, timeout: timedelta)
     store.add(key, 1)
     counted = EnvStore(store, key, world_size, time.time())
     # Who came, and from where: read only when some rank never does (one request each).
-    store.append(key + _WHO, f"{rank}@{socket.gethostname()};")
+    store.append(key + WHO, f"{rank}@{socket.gethostname()};")
     # Every rank waits for all to count in, as torch's env:// rank 0 does. The host
     # waits a little longer, so that the others can still read how many came.
     try:
