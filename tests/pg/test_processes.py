@@ -168,6 +168,20 @@ def test_a_rank_that_never_reaches_init_on_a_given_store_is_named() -> None:
         assert "rank 2 never joined the store given to init within 5 s; ranks 0-1 (" in error, error
 
 
+def test_a_forked_child_that_exits_normally_leaves_its_parents_group_working() -> None:
+    # The child runs the atexit handlers inherited from rank 0: helios's destroy at exit
+    # there closed rank 0's connections, and rank 1 timed out in the next collective.
+    finished = run_hand_started(
+        WORKERS / "forked_child.py", 2, extra_env={**CPU_ONLY, "HELIOS_TEST_PG_TIMEOUT": "10"},
+        limit=LIMIT,
+    )  # fmt: skip
+
+    for item in finished:
+        assert item.returncode == 0, item.describe()
+    totals = {entry["rank"]: entry["total"] for entry in results(finished)}
+    assert totals == {0: 2.0, 1: 2.0}, [item.describe() for item in finished]
+
+
 def test_init_dist_keeps_a_preset_master_address_port_and_local_rank(
     hand_started_reports: list[dict[str, Any]],
 ) -> None:

@@ -303,9 +303,14 @@ def _chain_thread(reporter: Reporter | None, args: threading.ExceptHookArgs) -> 
     previous(args)
 
 
+_INSTALLED_IN: list[int] = []
+"""The process whose ``init`` installed the reporter: a child it forks inherits the exit
+handler, and must not report its own exit as that rank's."""
+
+
 def _at_exit() -> None:
     reporter = _reporter
-    if reporter is not None:
+    if reporter is not None and [os.getpid()] == _INSTALLED_IN:
         with contextlib.suppress(Exception):
             reporter.at_exit()
 
@@ -384,6 +389,7 @@ def install(rank: int, store: Any | None, key: str) -> Reporter | None:
         reporter.previous_thread = threading.excepthook
     if old is None:
         atexit.register(_at_exit)
+    _INSTALLED_IN[:] = [os.getpid()]
     _reporter = reporter
     sys.excepthook = _excepthook
     threading.excepthook = _threadhook

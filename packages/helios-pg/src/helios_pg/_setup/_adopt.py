@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import sys
 import warnings
 import weakref
@@ -43,8 +44,9 @@ _SET_UP: list[weakref.ref[Any]] = []
 """The default group ``init`` made or adopted, while it lives (one at most)."""
 _OWNED: list[bool] = []
 """Whether ``init`` made that group (else it adopted it)."""
-_AT_EXIT: list[bool] = []
-"""Whether the destroy at exit is registered (once a process)."""
+_AT_EXIT: list[int] = []
+"""The process that registered the destroy at exit (once a process): a child it forks
+inherits the registration, and must not destroy the group its parent still uses."""
 
 
 def made(*, owned: bool = True) -> None:
@@ -58,13 +60,17 @@ def made(*, owned: bool = True) -> None:
     _SET_UP[:] = [weakref.ref(world)] if world is not None else []
     if owned and world is not None and not _AT_EXIT:
         atexit.register(_destroy_at_exit)
-        _AT_EXIT.append(True)
+        _AT_EXIT.append(os.getpid())
     _OWNED[:] = [owned]
 
 
 def _destroy_at_exit() -> None:
     # gloo's threads are what abort; an nccl group is left to torch (its destroy may
     # wait on work a dead peer never finishes).
+    # A forked child that exits normally (sys.exit in os.fork's child) runs its parent's
+    # atexit handlers: its destroy would close the connections the parent still uses.
+    if [os.getpid()] != _AT_EXIT:
+        return
     if set_up() and _OWNED == [True] and "nccl" not in str(dist.get_backend()).lower():
         from helios_pg._setup._lifecycle import shutdown
 
