@@ -1,14 +1,17 @@
-"""Worker: rank 0 forks a child that ends with ``sys.exit(0)``; then every rank all-reduces.
+"""Worker: rank 0 forks a child that runs its atexit handlers and ends; then every rank
+all-reduces.
 
-The child runs the atexit handlers it inherited (``os.fork``, not multiprocessing, whose
-children leave through ``os._exit``): those of helios must leave its parent's group and
-its failure report alone.
+A child of ``os.fork`` that ends with ``sys.exit`` runs the atexit handlers it inherited
+(multiprocessing's children leave through ``os._exit``): those of helios must leave its
+parent's group and its failure report alone. The child runs them as ``sys.exit`` would,
+then leaves through ``os._exit``: the rest of a forked child's finalization aborts under
+some torch versions (2.4), whatever helios does.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
-import sys
 
 import torch
 import torch.distributed as dist
@@ -23,7 +26,8 @@ def main() -> None:
     if rank == 0:
         child = os.fork()
         if child == 0:
-            sys.exit(0)
+            atexit._run_exitfuncs()
+            os._exit(0)
         os.waitpid(child, 0)
     dist.barrier()
     total = torch.ones(1)
