@@ -242,9 +242,7 @@ def _publish(store: Any, prefix: str, table: Table, attempt: int) -> None:
 def _detail(store: Any, prefix: str, world_size: int, deadline: float) -> Table:
     """Every rank's host and digest, from rank 0's runs (only where the digests differ)."""
     wait_for_keys(store, [f"{prefix}/detail"], deadline, "rank 0's groups of digests")
-    hosts, _, digests = (
-        bytes(store.get(f"{prefix}/detail")).decode(errors="replace").partition("\n\n")
-    )
+    hosts, _, digests = _text(store, f"{prefix}/detail").partition("\n\n")
     return Table(
         _by_rank(hosts.splitlines(), world_size),
         _by_rank(digests.splitlines(), world_size),
@@ -293,7 +291,7 @@ def answer(
     """
     mine = f"{prefix}/on/{host}"
     wait_for_keys(store, [mine], deadline, "rank 0's placement of the ranks on their hosts")
-    said = bytes(store.get(mine)).decode(errors="replace")
+    said = _text(store, mine)
     if said.startswith(_REFUSED):
         raise ProcessGroupInitError(said.removeprefix(_REFUSED))
     attempt, nodes, index, runs, agreed = said.split("\t")
