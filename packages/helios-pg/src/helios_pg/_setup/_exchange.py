@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from helios_env import DistributedInfo
 from helios_env.integration import expected_hosts, ranks_on
 from helios_pg._errors import ProcessGroupInitError
+from helios_pg._store_lines import arrived, read_lines, send_line
 from helios_pg._store_poll import poll, wait_for_keys
 
 __all__ = [
@@ -142,9 +143,9 @@ Entry = tuple[str, str, str, str]
 """One rank's host, attempt, digest and moments, as it sent them."""
 
 
-def _parse(line: str) -> tuple[int, Entry] | None:
-    rank, host, said, digest, timing = (*line.split("\t"), "", "", "", "")[:5]
-    return (int(rank), (host, said, digest, timing)) if rank.isdigit() else None
+def _parse(line: str) -> Entry:
+    host, said, digest, timing = (*line.split("\t"), "", "", "")[:4]
+    return host, said, digest, timing
 
 
 def _text(store: Any, key: str) -> str:
@@ -153,17 +154,8 @@ def _text(store: Any, key: str) -> str:
 
 def _sent(store: Any, prefix: str, world_size: int) -> dict[int, list[Entry]]:
     """Every line the ranks sent so far, by rank: appended, or in a key of its own."""
-    key = f"{prefix}/entries"
-    lines = _text(store, key).splitlines() if store.check([key]) else []
-    found: dict[int, list[Entry]] = {}
-    for parsed in filter(None, map(_parse, lines)):
-        found.setdefault(parsed[0], []).append(parsed[1])
-    for rank in range(world_size):
-        own = f"{prefix}/entry/{rank}"
-        alone = _parse(_text(store, own)) if rank not in found and store.check([own]) else None
-        if alone is not None:
-            found[rank] = [alone[1]]
-    return found
+    found = read_lines(store, prefix, world_size)
+    return {rank: [_parse(line) for line in lines] for rank, lines in found.items()}
 
 
 def _older(store: Any, prefix: str, ranks: list[int]) -> list[int]:
@@ -193,8 +185,7 @@ def _refuse(store: Any, prefix: str, found: dict[int, list[Entry]], world_size: 
 
 def _collect(store: Any, prefix: str, world_size: int, deadline: float) -> tuple[Table, int]:
     """Rank 0: wait for every rank's line, then read them all (one request)."""
-    count = f"{prefix}/count"
-    if not poll(lambda: int(store.add(count, 0)) >= world_size, deadline - time.monotonic()):
+    if not poll(lambda: arrived(store, prefix) >= world_size, deadline - time.monotonic()):
         found = _sent(store, prefix, world_size)
         missing = [rank for rank in range(world_size) if rank not in found]
         absent = ranks_on(missing, expected_hosts(world_size) or [], where="expected on ")
@@ -260,12 +251,7 @@ def send(store: Any, prefix: str, rank: int, host: str, entry: str) -> None:
         host: This rank's host name.
         entry: Its attempt, digest and moments, tab-separated.
     """
-    line = f"{rank}\t{host}\t{entry}"
-    try:
-        store.append(f"{prefix}/entries", line + "\n")
-    except (RuntimeError, NotImplementedError):  # a store written in Python, without append
-        store.set(f"{prefix}/entry/{rank}", line)
-    store.add(f"{prefix}/count", 1)
+    send_line(store, prefix, rank, f"{host}\t{entry}")
 
 
 def answer(
