@@ -10,8 +10,15 @@ issuer's Python stack still in place, notes each such collective and drops it wh
 work completes, through the work's future. A collective a wrapper covers costs the
 hook's call and one check.
 
+While the straggler report runs (``helios_pg._stragglers``), each collective the hook
+sees on the default group at which every rank waits for every other (:data:`COMPARED`) is
+noted in the rank's arrivals
+(:class:`helios_pg._arrivals.Arrivals`) from its issue to its completion; when only the
+report runs, nothing else is noted.
+
 The hooks sit on the default group and on the groups made through
-``torch.distributed.new_group`` and its relatives while the watchdog runs; groups that
+``torch.distributed.new_group`` and its relatives while the tap is open (the watchdog or
+the straggler report runs: ``helios_pg._reports._tap``); groups that
 torch makes internally (a ``DeviceMesh``'s) are not seen.
 """
 
@@ -29,7 +36,17 @@ from threading import get_ident
 from types import CodeType, FrameType
 from typing import Any
 
-__all__ = ["HOOK_ID", "MAX_NOTED", "IssuedWork", "Place", "group_name", "hooks_supported"]
+from helios_pg._arrivals import Arrivals, op_code
+
+__all__ = [
+    "COMPARED",
+    "HOOK_ID",
+    "MAX_NOTED",
+    "IssuedWork",
+    "Place",
+    "group_name",
+    "hooks_supported",
+]
 
 HOOK_ID = 0x4E11
 """The id helios's hooks are registered under on each group."""
@@ -49,6 +66,25 @@ _NAMES = {
     "REDUCE_SCATTER_BASE": "reduce_scatter_tensor",
     "REDUCE_SCATTER_TENSOR_COALESCED": "reduce_scatter_tensor_coalesced",
 }
+COMPARED = frozenset({
+    "all_reduce",
+    "all_reduce_coalesced",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_coalesced",
+    "all_gather_into_tensor_coalesced",
+    "all_gather_object",
+    "all_gather_single",
+    "all_to_all",
+    "all_to_all_single",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced",
+    "barrier",
+})  # fmt: skip
+"""The operations whose arrivals are noted: those at which every rank of the group waits
+for every other. A rooted one (a broadcast, a gather) lets a rank go once the root
+reached it, and a point-to-point one involves two ranks: neither says who came last."""
 
 
 def hooks_supported() -> bool:
@@ -90,6 +126,8 @@ class Place:
     """Collectives noted through this place that raised or completed with an error."""
     completed: int = 0
     """Synchronous collectives of the wrappers that returned without an error."""
+    arrivals: Arrivals | None = None
+    """Where each collective on the default group is noted, while the straggler report runs."""
 
     @property
     def site(self) -> str:
@@ -153,10 +191,13 @@ class IssuedWork:
             ``op`` is None outside them).
         main: The main thread's ident. A synchronous collective that the main thread
             issues inside a wrapper is the wrapper's to note; the hook returns at once.
+        notes: Whether the collectives are noted for the hang watchdog (a roll call asks
+            where each rank is); off while only the straggler report runs.
     """
 
     current: Place
     main: int
+    notes: bool = True
     noted: dict[int, Place] = field(default_factory=dict)
     groups: list[weakref.ref[Any]] = field(default_factory=list)
     counter: itertools.count[int] = field(default_factory=itertools.count)
@@ -177,7 +218,7 @@ class IssuedWork:
             waited_here = current.op is not None and get_ident() == main and not queued
             if waited_here and not args.async_op:
                 return
-            post(args, group_arg)
+            post(args, group_arg, default)
 
         try:
             group.register_post_hook(HOOK_ID, hook)
@@ -210,20 +251,35 @@ class IssuedWork:
         """The collective issued longest ago that has not completed, if any."""
         return min(list(self.noted.values()), key=lambda place: place.since, default=None)
 
-    def _post(self, args: Any, group_arg: Any) -> None:
+    def _post(self, args: Any, group_arg: Any, default: bool) -> None:
+        arrivals = self.current.arrivals if default else None
+        op = _op_name(args.name) if arrivals is not None or self.notes else ""
+        if op not in COMPARED:
+            arrivals = None
+        if arrivals is None and not self.notes:
+            return
         try:
             future = args.work.get_future()
         except Exception:  # a work without a future cannot be followed
             return
-        frame = _caller()
+        now = time.monotonic()
+        number = -1 if arrivals is None else arrivals.issue(op_code(op), now)
         key = next(self.counter)
+        if self.notes:
+            self._note(key, args, op, group_arg, now)
+        # Runs at once when the work is already complete, else on torch's thread.
+        future.add_done_callback(lambda done: self._done(key, done, arrivals, number))
+
+    def _note(self, key: int, args: Any, op: str, group_arg: Any, since: float) -> None:
+        """Keep where a collective was issued until it completes, for a roll call."""
+        frame = _caller()
         place = Place(
             seq=int(args.op_id),
-            op=_op_name(args.name),
+            op=op,
             group_arg=group_arg,
             code=frame.f_code if frame is not None else None,
             line=frame.f_lineno if frame is not None else 0,
-            since=time.monotonic(),
+            since=since,
             key=key,
         )
         del frame
@@ -231,10 +287,10 @@ class IssuedWork:
         if len(self.noted) > MAX_NOTED:
             with contextlib.suppress(KeyError, StopIteration, RuntimeError):
                 del self.noted[next(iter(self.noted))]
-        # Runs at once when the work is already complete, else on torch's thread.
-        future.add_done_callback(lambda done: self._done(key, done))
 
-    def _done(self, key: int, future: Any) -> None:
+    def _done(self, key: int, future: Any, arrivals: Arrivals | None, number: int) -> None:
+        if arrivals is not None:
+            arrivals.done(number, time.monotonic())
         try:
             future.value()  # raises the collective's error
         except Exception:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,11 @@ from typing import Any
 from helios_pg._reports import _watchdog
 from helios_pg._reports._hang_directory import report_directory, tidy
 from helios_pg._reports._hang_settings import SIGNAL_VARIABLE, signal_number
-from helios_pg._reports._issued import IssuedWork, hooks_supported
 from helios_pg._reports._reporter import install as install_reporter
 from helios_pg._reports._reporter import uninstall as uninstall_reporter
 from helios_pg._reports._stackdump import RankDumpFile
+from helios_pg._reports._tap import WATCHDOG, close_tap, open_tap
 from helios_pg._reports._watchdog import STOP_WAIT, Watchdog
-from helios_pg._reports._wrappers import unwrap, wrap
 
 __all__ = [
     "WATCHDOG_SOURCE",
@@ -130,24 +128,29 @@ def start_watchdog(
     Raises:
         ValueError: ``HELIOS_HANG_SIGNAL`` names no signal.
     """
-    import torch.distributed as dist
-
     stop_watchdog()
     number = signal_number(os.environ.get(SIGNAL_VARIABLE))
     base, own = report_directory(job)
-    watchdog = Watchdog(rank, world_size, store, key, timeout, base, failure_key=failure_key)
+    tap = open_tap(WATCHDOG)
+    watchdog = Watchdog(
+        rank,
+        world_size,
+        store,
+        key,
+        timeout,
+        base,
+        current=tap.current,
+        main=tap.main,
+        originals=tap.originals,
+        failure_key=failure_key,
+        issued=tap.issued,
+        wrapper_code=tap.code,
+    )
     watchdog.own_directory = own
-    if hooks_supported():
-        issued = IssuedWork(watchdog.current, watchdog.main)
-        if issued.install(dist.group.WORLD, default=True):
-            watchdog.issued = issued
     with contextlib.suppress(OSError):
         watchdog.dump = RankDumpFile(base, rank).open(watchdog.main, signal_number=number)
     if watchdog.dump is not None:  # armed now: the main thread may never let the loop run
         watchdog.dump.arm(timeout + 1)
-    watchdog.wrapper_code = wrap(
-        dist, watchdog.current, watchdog.main, watchdog.originals, watchdog.issued
-    )
     watchdog.thread = threading.Thread(
         target=watchdog.run, name="helios-hang-watchdog", daemon=True
     )
@@ -180,9 +183,7 @@ def stop_watchdog() -> None:
     if watchdog.thread is not None and watchdog.thread is not threading.current_thread():
         # It wakes at once, unless a store request is under way (its timeout is short).
         watchdog.thread.join(timeout=STOP_WAIT)
-    dist: Any = sys.modules.get("torch.distributed")
-    if dist is not None:
-        unwrap(dist, watchdog.originals, watchdog.issued)
+    close_tap(WATCHDOG)
     if watchdog.dump is not None:
         watchdog.dump.close()
     if not watchdog.spoke:

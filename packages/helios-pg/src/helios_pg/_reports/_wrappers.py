@@ -1,7 +1,8 @@
-"""The watchdog's wrappers: note the collective the main thread is in, as it is called.
+"""The tap's wrappers: note the collective the main thread is in, as it is called.
 
-While the hang watchdog runs, the collectives of ``torch.distributed``
-(:data:`COLLECTIVES`) are called through thin wrappers that note, in the watchdog's
+While the tap is open (the hang watchdog or the straggler report runs:
+``helios_pg._reports._tap``), the collectives of ``torch.distributed``
+(:data:`COLLECTIVES`) are called through thin wrappers that note, in the tap's
 :class:`~helios_pg._reports._issued.Place`, a sequence number, the operation and the group; the
 call site is read off the main thread's stack only when a roll call asks. Where the
 torch has process-group hooks, the groups that ``torch.distributed``'s group makers
@@ -12,13 +13,15 @@ torch has process-group hooks, the groups that ``torch.distributed``'s group mak
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from threading import get_ident
 from time import monotonic
 from types import CodeType
 from typing import Any
 
-from helios_pg._reports._issued import IssuedWork, Place
+from helios_pg._arrivals import op_code
+from helios_pg._reports._issued import COMPARED, IssuedWork, Place
 
 __all__ = ["COLLECTIVES", "GROUP_MAKERS", "unwrap", "wrap"]
 
@@ -51,14 +54,35 @@ GROUP_MAKERS = ("new_group", "new_subgroups", "new_subgroups_by_enumeration", "s
 """The ``torch.distributed`` functions whose groups get the watchdog's hooks."""
 
 
+_NOWHERE = 1 << 30
+"""Where the group sits among the positional arguments of a function that takes none."""
+
+
+def _position(function: Callable[..., Any], name: str) -> int:
+    """The index of ``function``'s argument ``name`` among its positional ones, else a huge one."""
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return _NOWHERE
+    return names.index(name) if name in names else _NOWHERE
+
+
 def wrap(
     dist: Any,
     current: Place,
     main: int,
     originals: dict[str, Callable[..., Any]],
     issued: IssuedWork | None,
+    *,
+    world: Any = None,
 ) -> CodeType | None:
     """Route the collectives of ``torch.distributed`` through the bookkeeping.
+
+    While ``current.arrivals`` is set, each synchronous call the main thread waits in on
+    the default group (``world``) at which every rank waits for every other (``COMPARED``)
+    is noted there too, from the wrapper's entry to its return. The group and
+    ``async_op`` are read by name or by position; a function whose signature cannot be
+    read is not noted (a subgroup it was given could not be told from the default group).
 
     Args:
         dist: ``torch.distributed``, or a stand-in with its functions.
@@ -66,6 +90,7 @@ def wrap(
         main: The main thread's ident: a call from another thread passes straight through.
         originals: The functions replaced, by name; a name already there is left as it is.
         issued: The hooks for the groups that the group makers return, if any.
+        world: The default group, as ``torch.distributed.group.WORLD`` was when wrapped.
 
     Returns:
         The wrappers' code, by which a roll call finds the wrapper's frame on the main
@@ -82,6 +107,10 @@ def wrap(
             _name: str = name,
             _call: Callable[..., Any] = original,
             _main: int = main,
+            _code: int = op_code(name),
+            _at: int = _position(original, "group"),
+            _async_at: int = _position(original, "async_op"),
+            _timed: bool = name in COMPARED and _position(original, "group") != _NOWHERE,
             **kwargs: Any,
         ) -> Any:
             if current.op is not None or get_ident() != _main:
@@ -89,8 +118,9 @@ def wrap(
             # The call site is found when a roll call asks (see Watchdog.place): taking
             # the caller's frame here costs more than the rest of the bookkeeping.
             current.seq += 1
-            current.group_arg = kwargs.get("group")
-            current.since = monotonic()
+            group = kwargs.get("group") if len(args) <= _at else args[_at]
+            current.group_arg = group
+            current.since = since = monotonic()
             current.op = _name
             try:
                 result = _call(*args, **kwargs)
@@ -98,8 +128,11 @@ def wrap(
                 current.failures += 1  # a hang this rank waited in did not end well
                 raise
             else:
-                if not kwargs.get("async_op"):
+                if not (kwargs.get("async_op") if len(args) <= _async_at else args[_async_at]):
                     current.completed += 1  # its peers were there too
+                    arrivals = current.arrivals
+                    if arrivals is not None and _timed and (group is None or group is world):
+                        arrivals.add(_code, since, monotonic())
                 return result
             finally:
                 current.op = None
