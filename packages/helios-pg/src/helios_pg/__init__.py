@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from helios_pg._setup import process_group as process_group
     from helios_pg._setup import shutdown as shutdown
     from helios_pg._setup import startup_moments as startup_moments
+    from helios_pg._stragglers import Straggler as Straggler
+    from helios_pg._stragglers import StragglerReport as StragglerReport
+    from helios_pg._stragglers import straggler_report as straggler_report
 
 _PUBLIC = {
     "AdoptionWarning": "helios_pg._errors",
@@ -64,6 +67,8 @@ _PUBLIC = {
     "StartupMoments": "helios_pg._setup",
     "StartupWarning": "helios_pg._errors",
     "StopCause": "helios_pg._preempt",
+    "Straggler": "helios_pg._stragglers",
+    "StragglerReport": "helios_pg._stragglers",
     "default_backend": "helios_pg._backend",
     "init": "helios_pg._setup",
     "init_dist": "helios_pg._helios_ml",
@@ -74,6 +79,7 @@ _PUBLIC = {
     "shutdown": "helios_pg._setup",
     "shutdown_dist": "helios_pg._helios_ml",
     "startup_moments": "helios_pg._setup",
+    "straggler_report": "helios_pg._stragglers",
 }
 """Each public name and the private module that defines it, imported on first use."""
 

@@ -193,6 +193,7 @@ def adopt(
     report_failures: bool,
     hang: float | None,
     check_agreement: bool,
+    stragglers: float | None = None,
 ) -> None:
     """Check the arguments against the live default group, and adopt it once.
 
@@ -206,6 +207,7 @@ def adopt(
         report_failures: Whether to install the failure reporter.
         hang: The hang timeout in seconds; None starts no watchdog.
         check_agreement: Whether to compare the ranks' software and settings.
+        stragglers: The straggler report's period in seconds; None starts none.
 
     Raises:
         RendezvousConfigError: ``backend``, ``world_size`` or ``rank`` differ from the
@@ -236,7 +238,15 @@ def adopt(
         layout = learn_after_init(report, call, agreement, owned=False)
         if report.launcher is Launcher.RAY_TRAIN:
             layout = _with_ray_attempt(report, layout, call.wait)
-    after_init(layout, None, None, report_failures=report_failures, hang=hang, job=report.job)
+    after_init(
+        layout,
+        None,
+        None,
+        report_failures=report_failures,
+        hang=hang,
+        stragglers=stragglers,
+        job=report.job,
+    )
     made(owned=False)
     if missing:
         warnings.warn(

@@ -24,12 +24,16 @@ from helios_pg._preempt import marker_consumed
 from helios_pg._reports import watch
 from helios_pg._setup._store import EnvStore, Meeting, side_channel
 from helios_pg._setup._timeline import group_formed
+from helios_pg._stragglers import start_stragglers
 
 __all__ = ["after_init", "own_connection"]
 
 _SIDE_TIMEOUT = timedelta(seconds=2)
 _INITS = itertools.count()
 """This process's inits of a group it did not meet for: each gets keys of its own."""
+_REPORTS = itertools.count()
+"""The same for the straggler report, whose keys go apart: the watchdog's keys are the
+same on every rank whether the report is on or off."""
 
 
 def own_connection(store: Any) -> Any:
@@ -62,6 +66,28 @@ def _group_store() -> Any | None:
         return None
 
 
+def _start_stragglers(period: float, meeting: Meeting | None, env_store: EnvStore | None) -> None:
+    """Start the straggler report, on its own connection to the job's store."""
+    if meeting is not None and env_store is not None:
+        base = env_store.joined_key.replace("/joined/", "/stragglers/", 1)
+
+        def connect() -> Any | None:
+            opened = side_channel(meeting, env_store)
+            return opened[0] if opened is not None else None
+
+    else:
+        base = f"helios_pg/stragglers/{next(_REPORTS)}"
+        connect = _group_store
+    start_stragglers(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        period=period,
+        base=base,
+        connect=connect,
+        backend=str(dist.get_backend()),
+    )
+
+
 def after_init(
     layout: DistributedInfo | None,
     meeting: Meeting | None,
@@ -69,10 +95,11 @@ def after_init(
     *,
     report_failures: bool,
     hang: float | None,
+    stragglers: float | None = None,
     job: str | None = None,
     called: float | None = None,
 ) -> None:
-    """Record what init learned; install the failure reporter and the watchdog.
+    """Record what init learned; install the failure reporter, the watchdog, the report.
 
     Rank 0 also removes the requeue marker that asked for this run: every rank has
     counted it before the group could form.
@@ -84,6 +111,7 @@ def after_init(
         report_failures: Whether to install the failure reporter.
         hang: The hang timeout in seconds; None starts no watchdog. A group without a
             store (an adopted one) gets none.
+        stragglers: The straggler report's period in seconds; None starts none.
         job: The job's identity as the launcher says it, where init did not meet the
             others itself: every rank's reports then go to one folder per host.
         called: When init was called, for :func:`helios_pg.startup_moments`; None for
@@ -93,6 +121,20 @@ def after_init(
     if layout is not None:
         record_layout(layout)
     marker_consumed(dist.get_rank())
+    _watch(meeting, env_store, report_failures=report_failures, hang=hang, job=job)
+    if stragglers is not None:  # once what can fail has not
+        _start_stragglers(stragglers, meeting, env_store)
+
+
+def _watch(
+    meeting: Meeting | None,
+    env_store: EnvStore | None,
+    *,
+    report_failures: bool,
+    hang: float | None,
+    job: str | None,
+) -> None:
+    """Install the failure reporter and start the watchdog, each with its connection."""
     if not report_failures and hang is None:
         return
     job = meeting.job if meeting else job or f"pid-{os.getpid()}"

@@ -14,6 +14,7 @@ from helios_env.integration import switch
 from helios_pg._errors import ProcessGroupInitError, RendezvousConfigError
 from helios_pg._reports import FAILURE_REPORT, hang_timeout_from
 from helios_pg._setup._agreement import VARIABLE as AGREEMENT_CHECK
+from helios_pg._stragglers import report_seconds
 from helios_pg._timeouts import Timeout, as_timedelta, seconds_of
 
 __all__ = ["check_arguments", "local_store", "require_distributed"]
@@ -50,9 +51,18 @@ def local_store(rank: int) -> dict[str, Any]:
 
 
 def check_arguments(
-    world_size: int, rank: int, timeout: Timeout | None, hang_timeout: Timeout | None
-) -> tuple[timedelta | None, float | None]:
-    """Check init's own arguments before anything is sent; return both timeouts."""
+    world_size: int,
+    rank: int,
+    timeout: Timeout | None,
+    hang_timeout: Timeout | None,
+    straggler_report: Timeout | None = None,
+) -> tuple[timedelta | None, float | None, float | None]:
+    """Check init's own arguments before anything is sent.
+
+    Returns:
+        The group's timeout, the hang timeout and the straggler report's period, each
+        None where not set (the last two also read from their variables).
+    """
     _check_ranks(world_size, rank)
     try:
         group = None if timeout is None else as_timedelta(timeout, "init's timeout")
@@ -62,6 +72,7 @@ def check_arguments(
     try:
         for name in (FAILURE_REPORT, AGREEMENT_CHECK):  # read again where they act
             switch(name, os.environ.get(name), default=True)
-        return group, hang_timeout_from(hang)  # HELIOS_HANG_TIMEOUT when hang is None
+        # HELIOS_HANG_TIMEOUT and HELIOS_STRAGGLER_REPORT where not given
+        return group, hang_timeout_from(hang), report_seconds(straggler_report)
     except ValueError as exc:
         raise RendezvousConfigError(str(exc)) from None

@@ -32,6 +32,7 @@ from helios_pg._setup._meeting import connect_env, find_meeting
 from helios_pg._setup._nodes import learn_after_init, prepare_nodes
 from helios_pg._setup._store import EnvStore
 from helios_pg._setup._torch_errors import Step, map_torch_errors
+from helios_pg._stragglers import stop_stragglers
 from helios_pg._timeouts import Timeout
 from helios_pg._torch import destroy_without_deadlock
 
@@ -68,6 +69,7 @@ def init(
     report_failures: bool = True,
     hang_timeout: Timeout | None = None,
     check_agreement: bool = True,
+    straggler_report: Timeout | None = None,
 ) -> None:
     """Initialize the default process group and bind the rank-local CUDA device.
 
@@ -133,6 +135,13 @@ def init(
             before the group is used: software that differs is a
             ``ProcessGroupInitError`` on every rank, settings that differ one
             ``AgreementWarning`` from rank 0. ``HELIOS_AGREEMENT_CHECK=0`` turns it off.
+        straggler_report: Seconds, or a ``timedelta``, between two straggler reports:
+            rank 0 compares how long each rank waited in the same collectives of the
+            default group (helios's, raw ``torch.distributed`` calls, DDP's) and prints
+            one line beginning ``helios straggler:`` when one rank, or one node, is
+            consistently the last to arrive (:func:`straggler_report` returns the
+            numbers). At least one second; ``HELIOS_STRAGGLER_REPORT`` when omitted;
+            off when neither is set. Gloo groups only, for now. Until :func:`shutdown`.
 
     Raises:
         helios_env.LauncherEnvError: A launcher variable is malformed (a ``ValueError``).
@@ -144,8 +153,9 @@ def init(
         RendezvousConfigError: Several processes are expected but nothing says where
             they meet, ``rank`` or ``world_size`` is out of range or differs from the
             adopted group's, ``backend`` is not its backend, the derived address
-            is not rank 0's host, torch refused ``init_method``, or a timeout is not
-            positive and finite (a ``ValueError``).
+            is not rank 0's host, torch refused ``init_method``, a timeout is not
+            positive and finite, or the straggler report's period is under a second
+            (a ``ValueError``).
         TypeError: A timeout is neither a number nor a ``timedelta``.
         ProcessGroupInitError: torch.distributed is unavailable, the rendezvous port is
             taken, the store serves another job, the ranks run different software, or
@@ -201,11 +211,14 @@ def _init(
     report_failures: bool,
     hang_timeout: Timeout | None,
     check_agreement: bool,
+    straggler_report: Timeout | None,
 ) -> None:
     """:func:`init`'s work, whose errors :func:`init` reports."""
     require_distributed()
     init_method, report = _own_rendezvous(init_method, store), inspect_environment()
-    timeout, hang = check_arguments(world_size, rank, timeout, hang_timeout)
+    timeout, hang, stragglers = check_arguments(
+        world_size, rank, timeout, hang_timeout, straggler_report
+    )
     if report.process_group:
         device = resolve_device(device_id, local_rank=report.info.local_rank, local_rank_known=True)
         if device is not None:
@@ -220,6 +233,7 @@ def _init(
             report_failures=report_failures,
             hang=hang,
             check_agreement=check_agreement,
+            stragglers=stragglers,
         )
         return
     env_info = report.info
@@ -289,6 +303,7 @@ def _init(
         env_store,
         report_failures=report_failures,
         hang=hang,
+        stragglers=stragglers,
         job=report.job,
         called=call.called,
     )
@@ -305,6 +320,7 @@ def _release(*, adopted: bool = False) -> None:
     forget()
     forget_layout()
     release_gloo()
+    stop_stragglers()
     stop_reports(hand_back=adopted)
     close_preemptions()
 
@@ -350,6 +366,7 @@ def process_group(
     report_failures: bool = True,
     hang_timeout: Timeout | None = None,
     check_agreement: bool = True,
+    straggler_report: Timeout | None = None,
 ) -> Iterator[DistributedInfo]:
     """Run a block inside an initialized default process group.
 
@@ -369,6 +386,7 @@ def process_group(
         report_failures: See :func:`init`.
         hang_timeout: See :func:`init`.
         check_agreement: See :func:`init`.
+        straggler_report: See :func:`init`.
 
     Yields:
         The ``DistributedInfo`` of this process, read from the live group.
@@ -393,6 +411,7 @@ def process_group(
         report_failures=report_failures,
         hang_timeout=hang_timeout,
         check_agreement=check_agreement,
+        straggler_report=straggler_report,
     )
     try:
         yield get_dist_info()
