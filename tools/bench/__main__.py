@@ -15,7 +15,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from tools.bench import busbw, exchange, ranks, single
+from tools.bench import busbw, exchange, ranks, single, stragglers
 from tools.bench.common import ROOT, Measured
 from tools.bench.render import bench_table, rewrite_readme
 
@@ -37,6 +37,8 @@ CASES: dict[str, Callable[[], Measured]] = {
     "reporter": partial(ranks.on_ranks, "reporter", 2, 8),
     "exchange": exchange.exchange,
     "scale": partial(ranks.on_ranks, "scale", 8, 16, 32, 64),
+    "stragglers": stragglers.detection,
+    "straggler-cost": partial(ranks.on_ranks, "stragglers", 2, 8),
 }
 """Every case by its command-line name, in the order of the table."""
 

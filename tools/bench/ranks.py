@@ -35,6 +35,7 @@ from helios_collectives import (
 from tests.support.procs import free_port, launcher_variables, plain_environment
 from tools.bench.agreement import on_ranks_agreement, on_ranks_reporter
 from tools.bench.common import ROOT, Measured, Row, paired, row, run_checked
+from tools.bench.stragglers import on_ranks_stragglers
 
 __all__ = [
     "on_ranks",
@@ -44,6 +45,7 @@ __all__ = [
     "on_ranks_preemption",
     "on_ranks_reporter",
     "on_ranks_scale",
+    "on_ranks_stragglers",
     "plugin",
 ]
 

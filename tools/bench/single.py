@@ -122,11 +122,13 @@ def hostlists() -> Measured:
 
 CALLS, WARMUP = 500, 100
 _WATCHDOG = "dist.all_reduce with init(hang_timeout=600)"
+_STRAGGLERS = "dist.all_reduce with init(hang_timeout=600), the straggler report noting"
 PAIRS = (
     ("all_reduce_tensors", "dist.all_reduce", "all-reduce of 1 element", "<= 1.1"),
     ("gather_into_tensor", "torch.empty + dist.all_gather_single", "gather of 1 element", "<= 1.1"),
     ("safe_barrier", "dist.barrier", "barrier", "<= 1.1"),
     (_WATCHDOG, "dist.all_reduce", "all-reduce of 1 element", "<= 1.05"),
+    (_STRAGGLERS, _WATCHDOG, "all-reduce of 1 element", "<= 1.05"),
 )
 """Each row: helios's variant, the alternative's, what they do, the goal."""
 
@@ -139,12 +141,19 @@ def _worker(variant: str, count: int) -> None:
     from helios_collectives import all_reduce_tensors, gather_into_tensor, safe_barrier
     from helios_collectives._torch_api import gather_function_name
 
-    helios_pg.init(backend="gloo", hang_timeout=600 if variant == _WATCHDOG else None)
+    watched = variant in (_WATCHDOG, _STRAGGLERS)
+    helios_pg.init(backend="gloo", hang_timeout=600 if watched else None)
+    if variant == _STRAGGLERS:  # what the report adds, which a world of one never starts
+        from helios_pg._arrivals import Arrivals
+        from helios_pg._reports import STRAGGLERS, open_tap
+
+        open_tap(STRAGGLERS, Arrivals())
     t, gather = torch.rand(1), getattr(dist, gather_function_name(dist))
     calls: dict[str, Callable[[], object]] = {
         "all_reduce_tensors": lambda: all_reduce_tensors(t),
         "dist.all_reduce": lambda: dist.all_reduce(t),
         _WATCHDOG: lambda: dist.all_reduce(t),
+        _STRAGGLERS: lambda: dist.all_reduce(t),
         "gather_into_tensor": lambda: gather_into_tensor(t, (1,)),
         # The simplest code a user would write for the same result.
         "torch.empty + dist.all_gather_single": lambda: gather(torch.empty(1), t),
@@ -181,7 +190,8 @@ def instructions() -> Measured:
     counted = {v: (b - a) / CALLS for v, a, b in zip(variants, short, long, strict=True)}
     rows, per_call = [], partial(row, unit="instructions")
     for ours, theirs, what, goal in PAIRS:
-        case = f"{'hang watchdog: ' * (ours == _WATCHDOG)}per-call instructions, {what}, "
+        kind = {_WATCHDOG: "hang watchdog: ", _STRAGGLERS: "straggler report: "}.get(ours, "")
+        case = f"{kind}per-call instructions, {what}, "
         case, measured = case + "world size one (gloo)", (counted[ours], counted[theirs])
         rows.append(per_call(case, ours, theirs, measured, goal=goal, headline=ours == PAIRS[0][0]))
     return rows, {}
