@@ -444,7 +444,11 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, 
 
     def env_for_mode(mode: str, logs: Path) -> dict[str, str]:
         if mode == "loader":  # SIGTERM to the agent, with DataLoader workers on every rank
-            return env_for("sigterm", logs) | {"HELIOS_TEST_LOADER": "fork,spawn,forkserver"}
+            # Rank 1's spawned workers import torch before its first batch: on two busy
+            # cores that takes longer than 15 s, while the others wait for it in the
+            # first step's all-reduce. The group timeout only bounds a job gone wrong.
+            loader = {"HELIOS_TEST_LOADER": "fork,spawn,forkserver", "HELIOS_TEST_PG_TIMEOUT": "60"}
+            return env_for("sigterm", logs) | loader
         return env_for(mode, logs)
 
     modes = ("sigterm", "restart", "loader")
