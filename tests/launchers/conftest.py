@@ -10,7 +10,7 @@ from tests.support.slurm import Cluster, private_cluster, require
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Cluster]:
+def slurm_session() -> Iterator[Cluster]:
     """A private single-node SLURM cluster, started once and stopped after the session.
 
     Skips the tests that use it when SLURM or munge is missing (fails them under
@@ -19,3 +19,12 @@ def slurm_cluster() -> Iterator[Cluster]:
     require("slurm")
     with private_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def slurm_cluster(slurm_session: Cluster) -> Cluster:
+    """The session's cluster with an empty queue: an earlier test's job still
+    completing would otherwise hold the CPUs this test's job asks for.
+    """
+    assert slurm_session.cancel_all(), slurm_session.logs()
+    return slurm_session
