@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,16 @@ from typing import Any
 from tests.support.netns import VirtualNodes
 from tests.support.procs import Finished, results, torchrun_command
 
-__all__ = ["FORM_GROUP", "LIMIT", "TEST_TIMEOUT", "describe", "ranks_by_host", "spread", "torchrun"]
+__all__ = [
+    "FORM_GROUP",
+    "LIMIT",
+    "TEST_TIMEOUT",
+    "c10d_torchrun",
+    "describe",
+    "ranks_by_host",
+    "spread",
+    "torchrun",
+]
 
 FORM_GROUP = [sys.executable, str(Path(__file__).parent / "workers" / "form_group.py")]
 """The worker that forms the group and reports (``workers/form_group.py``)."""
@@ -25,6 +35,21 @@ which reports every process's output, acts first."""
 def torchrun(*options: str) -> list[str]:
     """``torchrun`` with ``options``, then the worker."""
     return torchrun_command(*options, *FORM_GROUP[1:])
+
+
+def c10d_torchrun(nodes: VirtualNodes, worker: str = FORM_GROUP[1]) -> list[str]:
+    """``torchrun`` for one agent per node of ``nodes``, two ranks each, meeting in a
+    c10d rendezvous on the first node at a fresh port and id; then ``worker``."""
+    endpoint = f"{nodes.nodes[0].address}:{nodes.free_port(0)}"
+    return torchrun_command(
+        f"--nnodes={len(nodes.nodes)}",
+        "--nproc-per-node=2",
+        "--max-restarts=0",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id=helios-{uuid.uuid4().hex[:12]}",
+        worker,
+    )
 
 
 def describe(finished: Finished | Iterable[Finished]) -> str:

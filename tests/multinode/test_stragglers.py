@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.multinode.checks import LIMIT, TEST_TIMEOUT, describe
+from tests.multinode.checks import LIMIT, TEST_TIMEOUT, c10d_torchrun, describe
 from tests.support.netns import VirtualNodes
-from tests.support.procs import results, torchrun_command
+from tests.support.procs import results
 
 pytestmark = [pytest.mark.multinode, pytest.mark.timeout(TEST_TIMEOUT)]
 
@@ -21,17 +20,8 @@ WORKER = ROOT / "tests" / "pg" / "workers" / "stragglers.py"
 def test_the_slow_node_is_named_as_a_node_and_a_slow_rank_as_a_rank(
     nodes: VirtualNodes, slowed: str, named: list[int]
 ) -> None:
-    endpoint = f"{nodes.nodes[0].address}:{nodes.free_port(0)}"
     by = "HELIOS_TEST_SLOWED_HOST" if slowed.startswith("node") else "HELIOS_TEST_SLOWED_RANKS"
-    command = torchrun_command(
-        "--nnodes=2",
-        "--nproc-per-node=2",
-        "--max-restarts=0",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={endpoint}",
-        f"--rdzv-id=helios-{uuid.uuid4().hex[:12]}",
-        str(WORKER),
-    )
+    command = c10d_torchrun(nodes, str(WORKER))
     env = nodes.env({
         "PYTHONPATH": str(ROOT),
         "HELIOS_STRAGGLER_REPORT": "1",

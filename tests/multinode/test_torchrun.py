@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-from tests.multinode.checks import LIMIT, TEST_TIMEOUT, describe, ranks_by_host, spread, torchrun
+from tests.multinode.checks import (
+    LIMIT,
+    TEST_TIMEOUT,
+    c10d_torchrun,
+    describe,
+    ranks_by_host,
+    spread,
+    torchrun,
+)
 from tests.support.netns import VirtualNodes
 from tests.support.procs import results
 
@@ -14,15 +20,7 @@ pytestmark = [pytest.mark.multinode, pytest.mark.timeout(TEST_TIMEOUT)]
 
 
 def test_agents_meet_in_a_c10d_rendezvous(nodes: VirtualNodes) -> None:
-    endpoint = f"{nodes.nodes[0].address}:{nodes.free_port(0)}"
-    command = torchrun(
-        "--nnodes=2",
-        "--nproc-per-node=2",
-        "--max-restarts=0",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={endpoint}",
-        f"--rdzv-id=helios-{uuid.uuid4().hex[:12]}",
-    )
+    command = c10d_torchrun(nodes)
     finished = nodes.run_all([(node.index, command, None) for node in nodes.nodes], limit=LIMIT)
 
     assert all(item.returncode == 0 for item in finished), describe(finished)

@@ -36,6 +36,10 @@ class Arrivals:
     ``k % SIZE`` as one tuple, written at once: its number, its operation's code, when it
     was issued and when it completed (0.0 until then), as ``time.monotonic()``. A slot
     read back is the collective asked for only where its number says so.
+
+    Threads that note at once (the main thread's wrapper, the hook's future callbacks)
+    never share a number: no method calls or loops between reading ``count`` and
+    writing it back, so the interpreter does not switch threads there under the GIL.
     """
 
     __slots__ = ("count", "ring")

@@ -58,13 +58,13 @@ _NOWHERE = 1 << 30
 """Where the group sits among the positional arguments of a function that takes none."""
 
 
-def _position(function: Callable[..., Any], name: str) -> int:
-    """The index of ``function``'s argument ``name`` among its positional ones, else a huge one."""
+def _positions(function: Callable[..., Any], *names: str) -> list[int]:
+    """Where each of ``names`` sits among ``function``'s positional arguments, else a huge index."""
     try:
-        names = list(inspect.signature(function).parameters)
+        known = list(inspect.signature(function).parameters)
     except (TypeError, ValueError):
-        return _NOWHERE
-    return names.index(name) if name in names else _NOWHERE
+        known = []
+    return [known.index(name) if name in known else _NOWHERE for name in names]
 
 
 def wrap(
@@ -101,6 +101,7 @@ def wrap(
         original = getattr(dist, name, None)
         if original is None or name in originals:
             continue
+        at, async_at = _positions(original, "group", "async_op")
 
         def wrapper(
             *args: Any,
@@ -108,9 +109,9 @@ def wrap(
             _call: Callable[..., Any] = original,
             _main: int = main,
             _code: int = op_code(name),
-            _at: int = _position(original, "group"),
-            _async_at: int = _position(original, "async_op"),
-            _timed: bool = name in COMPARED and _position(original, "group") != _NOWHERE,
+            _at: int = at,
+            _async_at: int = async_at,
+            _timed: bool = name in COMPARED and at != _NOWHERE,
             **kwargs: Any,
         ) -> Any:
             if current.op is not None or get_ident() != _main:
