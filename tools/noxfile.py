@@ -50,7 +50,7 @@ TOP = "3.13"
 HELIOS = ("helios-env", "helios-log", "helios-pg", "helios-collectives")
 TORCH_FREE = ("helios-env", "helios-log")
 DEFAULT_SELECTION = "not launchers and not slow and not multinode"
-"""pytest's ``-m`` on the floor: the default selection and the fault scenarios."""
+"""pytest's ``-m`` on the floor: the default selection, the long tests and the fault scenarios."""
 
 nox.options.envdir = str(ROOT / ".nox")
 nox.options.default_venv_backend = "uv"

@@ -188,6 +188,7 @@ def test_a_malformed_launcher_variable_exits_with_status_two_naming_it(
     assert not dist.is_initialized()
 
 
+@pytest.mark.long
 def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
     done = run_torchrun(["-m", "helios_collectives", *QUICK], nproc=2, limit=120)
     assert done.returncode == 0, done.describe()
@@ -210,6 +211,7 @@ def test_under_torchrun_rank_zero_prints_one_table_for_two_ranks() -> None:
     assert len([line for line in binding.splitlines() if line.strip().endswith("gloo")]) == 2
 
 
+@pytest.mark.long
 def test_a_wrong_result_on_one_rank_fails_the_run_and_names_the_rank(tmp_path: Path) -> None:
     result = tmp_path / "result.json"
     worker = Path(__file__).resolve().parent / "workers" / "wrong_result.py"

@@ -27,6 +27,8 @@ if importlib.util.find_spec("torch") is None:
     # Like pytest.importorskip, without paying for importing torch in this process.
     pytest.skip("needs torch (the workers run torch.distributed)", allow_module_level=True)
 
+pytestmark = pytest.mark.long  # whole torchrun jobs: CI runs them, not the default run
+
 WORKER = str(Path(__file__).parent / "workers" / "log_worker.py")
 MARKER = re.compile(r"@@(?P<kind>[\w-]+) (?P<phase>\w+):(?P<rank>\d+):(?P<local_rank>\d+)@@")
 LOG_LINE = re.compile(

@@ -436,6 +436,7 @@ def test_a_busy_master_port_is_a_clear_error_naming_the_port(
     assert not dist.is_initialized()
 
 
+@pytest.mark.long
 def test_a_port_held_by_a_program_that_never_answers_fails_rank_1_within_the_timeout(
     monkeypatch: pytest.MonkeyPatch, busy_port: int
 ) -> None:

@@ -280,6 +280,7 @@ FRESH_AND_REUSED = pytest.mark.parametrize(
 """The session on fresh ranks, and on reused ones (``slow``)."""
 
 
+@pytest.mark.long
 @FRESH_AND_REUSED
 def test_every_kind_of_ranks_test_reports_what_a_plain_test_would(
     pytester: pytest.Pytester, session_env: dict[str, str], mode: list[str]
@@ -426,6 +427,7 @@ def test_rank_one_sleeps(dist_info):
 """
 
 
+@pytest.mark.long
 def test_a_hang_report_names_the_culprit_and_where_each_rank_is(
     pytester: pytest.Pytester, session_env: dict[str, str]
 ) -> None:

@@ -392,6 +392,7 @@ def test_should_stop_on_one_rank_only_never_answers_true(args: list[str], raised
     assert outcomes.get(0, "").startswith(raised), detail
 
 
+@pytest.mark.long
 def test_a_run_started_from_the_marker_counts_its_attempt_and_removes_the_marker(
     tmp_path: Path,
 ) -> None:

@@ -151,6 +151,7 @@ def test_init_groups_processes_through_the_store_it_is_given(
         assert report["total"] == sum(range(HAND_STARTED))
 
 
+@pytest.mark.long
 def test_a_rank_that_never_reaches_init_on_a_given_store_is_named() -> None:
     # Two processes of a world of three, on a TCPStore the program made: torch's own
     # rendezvous lists nobody, so each rank signs in at the store before the group forms.
@@ -217,6 +218,7 @@ def standalone() -> Finished:
     )
 
 
+@pytest.mark.long
 def test_torchrun_standalone_workers_see_their_ranks_before_and_after_init(
     standalone: Finished,
 ) -> None:
@@ -235,6 +237,7 @@ def test_torchrun_standalone_workers_see_their_ranks_before_and_after_init(
         assert report["total"] == sum(range(TORCHRUN_NPROC))
 
 
+@pytest.mark.long
 def test_an_elastic_restart_initializes_the_second_attempt_cleanly(standalone: Finished) -> None:
     expect_clean_exit([standalone])
     reports = results(standalone)
@@ -303,6 +306,7 @@ def test_a_program_using_process_group_exits_with_its_group_destroyed(
 # --- teardown ------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_shutdown_right_after_collectives_never_hangs() -> None:
     # Without helios's care, torch before 2.8 hangs here within a few hundred rounds.
     rounds = 300

@@ -101,7 +101,10 @@ def test_a_rank_that_sent_no_moments_is_left_out() -> None:
     assert Arrival.decode(",1.0,2.0,3.0,4.0,5.0") == Arrival(None, 1.0, 2.0, 3.0, 4.0, 5.0)
 
 
-@pytest.mark.parametrize("late_by", [0.0, 30.0], ids=["on-time", "late"])
+@pytest.mark.parametrize(
+    "late_by",
+    [pytest.param(0.0, id="on-time"), pytest.param(30.0, id="late", marks=pytest.mark.long)],
+)
 def test_rank_zero_warns_once_of_a_rank_that_called_init_late(late_by: float) -> None:
     env = {"HELIOS_TEST_LATE_RANK": "2", "HELIOS_TEST_LATE_BY": str(late_by)}
     finished = run_hand_started(WORKER, 3, extra_env=env, limit=120)
