@@ -21,7 +21,7 @@ from helios_pg._stragglers import report_seconds
 from helios_pg._stragglers._judge import MIN_COST, judge
 from helios_pg._stragglers._rounds import SAMPLE, _sample, decode, encode
 from tests.pg.torchrun_jobs import run_jobs
-from tests.support.procs import Finished, results
+from tests.support.procs import Finished, free_port, results
 
 WORKER = Path(__file__).parent / "workers" / "stragglers.py"
 HOOKS = hooks_supported()
@@ -332,6 +332,7 @@ def test_a_world_of_one_has_nobody_to_wait_for_and_no_report() -> None:
 CASES = {
     "ddp": {"HELIOS_TEST_LOOP": "ddp", "HELIOS_TEST_SLOWED_RANKS": "1"},
     "raw": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "2"},
+    "tcp": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "1"},
     "none": {"HELIOS_TEST_LOOP": "raw"},
 }
 
@@ -340,8 +341,11 @@ CASES = {
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, Path]]:
     def env_for(case: str, logs: Path) -> dict[str, str]:
         del logs
+        # init_method="tcp://...": the report's rounds go through a clone of that store.
+        port = {"HELIOS_TEST_TCP_PORT": str(free_port())} if case == "tcp" else {}
         return {
             **CASES[case],
+            **port,
             "HELIOS_STRAGGLER_REPORT": "1",
             "HELIOS_TEST_SLOWED_BY": "0.5",
             "HELIOS_TEST_STEP": "0.03",
@@ -368,6 +372,7 @@ def rank_zero(finished: Finished) -> dict[str, Any]:
     [
         pytest.param("ddp", 1, marks=pytest.mark.skipif(not HOOKS, reason=NO_HOOKS)),
         ("raw", 2),
+        ("tcp", 1),
     ],
 )
 def test_a_slowed_rank_is_named_by_rank_zero_with_nothing_added_to_the_loop(

@@ -8,6 +8,8 @@ host ``HELIOS_TEST_SLOWED_HOST``; the model is one ``HELIOS_TEST_WIDTH``-square 
 layer (16 by default). Every step begins with a one-element all-reduce through
 which rank 0 stops every rank together, once ``HELIOS_TEST_REPORTS`` straggler reports
 came, or after ``HELIOS_TEST_RUN`` seconds. Rank 0 then reports every report it saw.
+With ``HELIOS_TEST_TCP_PORT`` set, the group forms through ``init_method="tcp://..."`` on
+that port of 127.0.0.1 instead of helios's own rendezvous.
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ def slowed(rank: int) -> bool:
 
 
 def main() -> None:
-    helios_pg.init(backend="gloo", timeout=group_timeout())
+    port = os.environ.get("HELIOS_TEST_TCP_PORT")
+    if port:  # as torch asks: the URL, the rank and the world size
+        helios_pg.init(
+            backend="gloo",
+            timeout=group_timeout(),
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=int(os.environ["RANK"]),
+            world_size=int(os.environ["WORLD_SIZE"]),
+        )
+    else:
+        helios_pg.init(backend="gloo", timeout=group_timeout())
     rank = dist.get_rank()
     loop = os.environ.get("HELIOS_TEST_LOOP", "raw")
     step = float(os.environ.get("HELIOS_TEST_STEP", "0.02"))
