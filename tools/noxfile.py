@@ -9,10 +9,11 @@ package index rather than ``uv.lock``::
     uv run nox -f tools/noxfile.py -t range --parallel 2   # two sessions at a time
 
 Each test runs once, where its environment matters: the main run (``uv run pytest``,
-locked, Python 3.11) runs the default selection, ``.ci/run`` the launchers and nodes. Here:
+locked, Python 3.11) runs the default selection, ``.ci/run`` the launchers, nodes and
+long tests (``-m long``, left out of the main run to keep it short). Here:
 
-- ``floor``: the default selection and the fault scenarios on the lowest versions the
-  metadata allows (Python 3.10, torch 2.4, pytest 8.0 for the ranks plugin);
+- ``floor``: the default selection, the long tests and the fault scenarios on the lowest
+  versions the metadata allows (Python 3.10, torch 2.4, pytest 8.0 for the ranks plugin);
 - ``top``: the fault scenarios (which the main run leaves out) on Python 3.13 and the
   newest torch: torchrun's summary, the roll call and torch's errors differ by release;
 - ``no-torch``: helios-env's and helios-log's tests on Python 3.10 without torch;
@@ -49,7 +50,7 @@ FLOOR = "3.10"
 TOP = "3.13"
 HELIOS = ("helios-env", "helios-log", "helios-pg", "helios-collectives")
 TORCH_FREE = ("helios-env", "helios-log")
-DEFAULT_SELECTION = "not launchers and not slow and not multinode"
+FLOOR_SELECTION = "not launchers and not slow and not multinode"
 """pytest's ``-m`` on the floor: the default selection, the long tests and the fault scenarios."""
 
 nox.options.envdir = str(ROOT / ".nox")
@@ -164,7 +165,7 @@ def floor(session: nox.Session) -> None:
     install_editable(session, *packages, resolution="lowest-direct")
     # helios-env's and helios-log's tests never import torch: no-torch runs them here.
     ignored = [f"--ignore=tests/{name.removeprefix('helios-')}" for name in TORCH_FREE]
-    pytest(session, "-m", DEFAULT_SELECTION, "tests", *ignored)
+    pytest(session, "-m", FLOOR_SELECTION, "tests", *ignored)
 
 
 @nox.session(python=TOP, tags=["range"])
@@ -180,7 +181,7 @@ def no_torch(session: nox.Session) -> None:
     install_editable(session, *TORCH_FREE, resolution="lowest-direct")
     if "torch" in installed(session):
         session.error("torch got installed beside helios-env and helios-log")
-    pytest(session, "-m", DEFAULT_SELECTION, *(f"tests/{n[7:]}" for n in TORCH_FREE))
+    pytest(session, "-m", FLOOR_SELECTION, *(f"tests/{n[7:]}" for n in TORCH_FREE))
 
 
 def build_wheels(session: nox.Session, out: Path) -> None:

@@ -38,6 +38,7 @@ MODES = (
     "sigint",
     "init_backend",
     "desert",
+    "mismatch",
 )
 NPROC = 3
 
@@ -108,6 +109,28 @@ def test_the_other_ranks_name_the_rank_that_failed_first(
         assert line in message["message"].splitlines()[0]
         assert message["extraInfo"]["py_callstack"].startswith("rank 1 on ")
         assert int(message["extraInfo"]["timestamp"]) > culprit
+
+
+@pytest.mark.faults
+def test_ranks_whose_calls_differ_all_fail_and_name_the_rank_that_differs(
+    jobs: dict[str, tuple[Finished, Path]],
+) -> None:
+    # Every rank raises the same CollectiveMismatchError at once; the report names the
+    # rank whose call is not the most common one, whichever rank published first.
+    done, logs = jobs["mismatch"]
+    cause = root_cause(done.stderr + done.stdout)
+    assert names_culprit(cause, 1, "CollectiveMismatchError: "), cause
+    files = error_files(logs)
+    own = files[1]["message"]
+    assert own["message"].startswith("CollectiveMismatchError: "), own
+    assert "(rank 1 differs from ranks 0, 2)" in own["message"], own
+    assert "(2, 4)" in own["extraInfo"]["py_callstack"], own
+    for rank in (0, 2):
+        if rank not in files:
+            continue  # torchrun stopped it before it wrote its file
+        message = files[rank]["message"]["message"]
+        assert message.startswith("rank 1 on "), message
+        assert "failed first: CollectiveMismatchError: " in message.splitlines()[0], message
 
 
 @pytest.mark.faults

@@ -6,7 +6,9 @@ torchrun's ``@record``), ``thread`` (a thread dies, then the rank exits with sta
 ``exit`` (``SystemExit(3)``), ``os_exit`` (``os._exit(3)``), ``sigint`` (SIGINT to
 itself, as Ctrl-C in its terminal: Python raises ``KeyboardInterrupt``),
 ``init_backend`` (rank 1 asks ``init`` for nccl, on a machine without CUDA),
-``desert`` (``sys.exit(0)``: rank 1 leaves cleanly in the middle). The other
+``desert`` (``sys.exit(0)``: rank 1 leaves cleanly in the middle), ``mismatch``
+(every rank calls ``all_reduce_tensors``, rank 1 with a smaller last batch: every rank
+raises ``CollectiveMismatchError``). Otherwise the other
 ranks wait in an all-reduce that rank 1 never joins (or in the rendezvous), so each of
 them fails once rank 1 is gone.
 """
@@ -23,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from helios_collectives import all_reduce_tensors
 from helios_env import get_global_rank
 from helios_pg import process_group
 from tests.support.worker import group_timeout, report
@@ -66,6 +69,8 @@ def main() -> None:
     backend = unavailable if mode == "init_backend" and failing else None
     with process_group(timeout=group_timeout(), init_method=init_method, backend=backend) as info:
         dist.all_reduce(torch.ones(1))
+        if mode == "mismatch":
+            all_reduce_tensors(torch.ones(2 if info.rank == FAILING_RANK else 3, 4))
         if info.rank == FAILING_RANK:
             time.sleep(0.2)  # the others are in the next all-reduce by now
             fail(mode)

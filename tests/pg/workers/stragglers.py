@@ -36,6 +36,8 @@ def slowed(rank: int) -> bool:
 def main() -> None:
     port = os.environ.get("HELIOS_TEST_TCP_PORT")
     if port:  # as torch asks: the URL, the rank and the world size
+        # Rank 0 serves this store itself: not torchrun's agent, whatever torch's version.
+        os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
         helios_pg.init(
             backend="gloo",
             timeout=group_timeout(),

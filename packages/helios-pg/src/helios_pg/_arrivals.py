@@ -10,6 +10,7 @@ no clock shared between hosts: the rank that waited least in collective *k* arri
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from array import array
 from collections.abc import Iterable
@@ -38,25 +39,26 @@ class Arrivals:
     read back is the collective asked for only where its number says so.
 
     Threads that note at once (the main thread's wrapper, the hook's future callbacks)
-    never share a number: no method calls or loops between reading ``count`` and
-    writing it back, so the interpreter does not switch threads there under the GIL.
+    never share a number: each is drawn from one counter in a single step. ``count``
+    may lag behind by the collectives being noted at that moment.
     """
 
-    __slots__ = ("count", "ring")
+    __slots__ = ("_numbers", "count", "ring")
 
     def __init__(self) -> None:
         self.count = 0
+        self._numbers = itertools.count()
         self.ring: list[tuple[int, int, float, float]] = [(-1, 0, 0.0, 0.0)] * SIZE
 
     def add(self, op: int, start: float, end: float) -> None:
         """Note a collective this rank waited in from ``start`` to ``end``."""
-        count = self.count
-        self.ring[count & _MASK] = (count, op, start, end)
-        self.count = count + 1
+        number = next(self._numbers)
+        self.ring[number & _MASK] = (number, op, start, end)
+        self.count = number + 1
 
     def issue(self, op: int, start: float) -> int:
         """Note a collective issued at ``start`` whose completion comes later; its number."""
-        number = self.count
+        number = next(self._numbers)
         self.ring[number & _MASK] = (number, op, start, 0.0)
         self.count = number + 1
         return number
