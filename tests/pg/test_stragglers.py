@@ -331,7 +331,8 @@ def test_a_world_of_one_has_nobody_to_wait_for_and_no_report() -> None:
 
 CASES = {
     "ddp": {"HELIOS_TEST_LOOP": "ddp", "HELIOS_TEST_SLOWED_RANKS": "1"},
-    "raw": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "2"},
+    # with DataLoader workers, forked while the report's thread runs
+    "raw": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "2", "HELIOS_TEST_LOADER": "2"},
     "tcp": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "1"},
     "none": {"HELIOS_TEST_LOOP": "raw"},
 }
