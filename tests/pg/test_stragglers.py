@@ -331,8 +331,7 @@ def test_a_world_of_one_has_nobody_to_wait_for_and_no_report() -> None:
 
 CASES = {
     "ddp": {"HELIOS_TEST_LOOP": "ddp", "HELIOS_TEST_SLOWED_RANKS": "1"},
-    # with DataLoader workers, forked while the report's thread runs
-    "raw": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "2", "HELIOS_TEST_LOADER": "2"},
+    "raw": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "2"},
     "tcp": {"HELIOS_TEST_LOOP": "raw", "HELIOS_TEST_SLOWED_RANKS": "1"},
     "none": {"HELIOS_TEST_LOOP": "raw"},
 }
@@ -355,11 +354,8 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Finished, 
             "HELIOS_TEST_PG_TIMEOUT": "60",
         }
 
-    slowed = [case for case in CASES if case != "none" and (HOOKS or case != "ddp")]
-    found = run_jobs(WORKER, slowed, env_for, tmp_path_factory, limit=150)
-    # The job at one pace runs after them: ranks that share two cores with a dozen other
-    # processes are not at one pace, and one of them may really keep the others waiting.
-    return found | run_jobs(WORKER, ["none"], env_for, tmp_path_factory, limit=150)
+    modes = [case for case in CASES if HOOKS or case != "ddp"]
+    return run_jobs(WORKER, modes, env_for, tmp_path_factory, limit=150)
 
 
 def rank_zero(finished: Finished) -> dict[str, Any]:

@@ -8,10 +8,8 @@ host ``HELIOS_TEST_SLOWED_HOST``; the model is one ``HELIOS_TEST_WIDTH``-square 
 layer (16 by default). Every step begins with a one-element all-reduce through
 which rank 0 stops every rank together, once ``HELIOS_TEST_REPORTS`` straggler reports
 came, or after ``HELIOS_TEST_RUN`` seconds. Rank 0 then reports every report it saw.
-With ``HELIOS_TEST_LOADER`` set to N, each step's batch comes from a DataLoader with N
-worker processes (forked after the report started). With ``HELIOS_TEST_TCP_PORT`` set,
-the group forms through ``init_method="tcp://..."`` on that port of 127.0.0.1 instead of
-helios's own rendezvous.
+With ``HELIOS_TEST_TCP_PORT`` set, the group forms through ``init_method="tcp://..."`` on
+that port of 127.0.0.1 instead of helios's own rendezvous.
 """
 
 from __future__ import annotations
@@ -19,13 +17,11 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 import helios_pg
 from tests.support.worker import group_timeout, report
@@ -35,18 +31,6 @@ def slowed(rank: int) -> bool:
     ranks = os.environ.get("HELIOS_TEST_SLOWED_RANKS", "")
     host = os.environ.get("HELIOS_TEST_SLOWED_HOST", "")
     return str(rank) in ranks.split(",") or socket.gethostname() == host
-
-
-def loader_batches(width: int, workers: int) -> Iterator[torch.Tensor]:
-    """Batches of two rows: from a DataLoader with ``workers`` processes, or made here."""
-    if not workers:
-        while True:
-            yield torch.ones(2, width)
-    rows = TensorDataset(torch.ones(64, width))
-    loader = DataLoader(rows, batch_size=2, num_workers=workers, persistent_workers=True)
-    while True:
-        for (batch,) in loader:
-            yield batch
 
 
 def main() -> None:
@@ -75,7 +59,6 @@ def main() -> None:
     model: nn.Module = nn.Linear(width, width)
     if loop == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
-    batches = loader_batches(width, int(os.environ.get("HELIOS_TEST_LOADER", "0")))
     seen: list[helios_pg.StragglerReport] = []
     steps = 0
     while True:
@@ -88,7 +71,7 @@ def main() -> None:
         if stop.item():
             break
         time.sleep(step)
-        loss = model(next(batches)).sum()
+        loss = model(torch.ones(2, width)).sum()
         loss.backward()
         if loop == "raw":
             dist.all_reduce(loss.detach())
